@@ -1,0 +1,105 @@
+# weft - M:N green threads for C.  GNU make.
+#
+#   make                 build/lib/libweft.so, libweft.a (+ the preload shim, launcher)
+#   make test            build and run the Criterion suite
+#   make test SAN=address,undefined   the same under sanitizers (build/san-*/)
+#   make bench           benchmarks side by side with their peers
+#   make demo            the preloaded thread-per-connection echo server demo
+#   make install PREFIX=/usr/local
+
+CC ?= cc
+CXX ?= c++
+PREFIX ?= /usr/local
+SAN ?=
+comma := ,
+ifeq ($(SAN),)
+BUILD ?= build
+else
+BUILD ?= build/san-$(subst $(comma),-,$(SAN))
+endif
+
+WARN := -Wall -Wextra -Werror
+BASEFLAGS := -O2 -g $(WARN) -pthread -fno-omit-frame-pointer
+ifneq ($(SAN),)
+BASEFLAGS += -fsanitize=$(SAN) -fno-sanitize-recover=all
+endif
+ifneq ($(VALGRIND),)
+BASEFLAGS += -DWEFT_VALGRIND
+endif
+CFLAGS_LIB := $(BASEFLAGS) -std=gnu11 -fPIC -fvisibility=hidden -Iinclude -Iruntime
+LDFLAGS_SAN := $(if $(SAN),-fsanitize=$(SAN))
+
+JEMALLOC_A := $(firstword $(wildcard /usr/lib/*/libjemalloc_pic.a /usr/lib/libjemalloc_pic.a))
+
+RUNTIME_SRC := $(wildcard runtime/*.c)
+HOOK_SRC := $(wildcard hook/*.c)
+ARCH_SRC := arch/x86_64/switch.S
+LIB_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o) $(HOOK_SRC:%.c=$(BUILD)/obj/%.o) \
+	$(ARCH_SRC:%.S=$(BUILD)/obj/%.o)
+HDRS := include/weft.h $(wildcard runtime/*.h) arch/ctx.h $(wildcard arch/x86_64/*.h)
+
+LIBS := -lm -ldl -lunwind -lunwind-x86_64
+SO := $(BUILD)/lib/libweft.so
+AR_LIB := $(BUILD)/lib/libweft.a
+
+.PHONY: all deps test bench demo install clean
+all: $(SO) $(AR_LIB)
+
+deps:
+	@scripts/deps.sh build
+
+$(BUILD)/.deps-ok:
+	@scripts/deps.sh build
+	@mkdir -p $(@D) && touch $@
+
+$(BUILD)/obj/%.o: %.c $(HDRS) $(BUILD)/.deps-ok
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_LIB) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.S
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_LIB) -c $< -o $@
+
+# jemalloc is linked in privately: its malloc/free stay hidden in libweft
+$(SO): $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(CC) -shared -o $@ $(LIB_OBJ) $(JEMALLOC_A) -Wl,--exclude-libs,ALL \
+		-Wl,-soname,libweft.so $(LDFLAGS_SAN) -pthread $(LIBS)
+
+# the static library is one relocatable object with only weft's API (and
+# hooked libc names) global, so jemalloc's malloc never leaks out
+$(AR_LIB): $(LIB_OBJ) $(SO)
+	@mkdir -p $(BUILD)/obj
+	ld -r -o $(BUILD)/obj/weft-all.o $(LIB_OBJ) $(JEMALLOC_A)
+	nm -D --defined-only $(SO) | awk '{print $$3}' | sort -u > $(BUILD)/obj/weft.syms
+	objcopy --keep-global-symbols=$(BUILD)/obj/weft.syms $(BUILD)/obj/weft-all.o $(BUILD)/obj/weft-keep.o
+	rm -f $@ && ar rcs $@ $(BUILD)/obj/weft-keep.o
+
+# ---- tests ------------------------------------------------------------------
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TEST_CFLAGS := $(BASEFLAGS) -std=gnu11 -Iinclude
+TEST_LDFLAGS := -L$(BUILD)/lib -Wl,-rpath,$(abspath $(BUILD)/lib) -lweft -lcriterion $(LDFLAGS_SAN) -pthread
+
+$(BUILD)/tests/%: tests/%.c tests/helpers.h $(SO)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) $< -o $@ $(TEST_LDFLAGS)
+
+TEST_ENV := ASAN_OPTIONS=detect_leaks=0:detect_stack_use_after_return=0 UBSAN_OPTIONS=print_stacktrace=1
+test: $(TEST_BIN)
+	@fail=0; for t in $(TEST_BIN); do \
+		echo "== $$t"; $(TEST_ENV) $$t --jobs 2 || fail=1; \
+	done; \
+	if [ $$fail = 0 ]; then echo "weft: all test suites passed"; else echo "weft: some tests FAILED"; exit 1; fi
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 include/weft.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(SO) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(AR_LIB) $(DESTDIR)$(PREFIX)/lib/
+	sed -e 's|@PREFIX@|$(PREFIX)|' weft.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/weft.pc
+
+clean:
+	rm -rf build
+
+-include bench/bench.mk

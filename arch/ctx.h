@@ -1,0 +1,31 @@
+/*
+ * ctx.h - the whole interface between runtime/ and arch/<cpu>/.
+ *
+ * A context is just a saved stack pointer: everything else a switch must
+ * keep (callee-saved registers, FP control state) is pushed on the stack
+ * being left.  To port weft, implement these three symbols and the frame
+ * accessors below in arch/<cpu>/switch.S and arch/<cpu>/ctx_frame.h.
+ */
+#ifndef WEFT_ARCH_CTX_H
+#define WEFT_ARCH_CTX_H
+
+#include <stdint.h>
+
+/* Save the running context, storing its sp in *save, and resume the
+ * context whose sp is next.  Returns when someone switches back. */
+void weft_ctx_switch(void **save, void *next);
+
+/* Prepare a fresh context at the top of a stack (hi, 16-byte aligned):
+ * the first switch to the returned sp calls entry(), which must never
+ * return.  Writes only the top CTX_FRAME_BYTES below hi. */
+void *weft_ctx_make(void *hi, void (*entry)(void));
+
+#if defined(__x86_64__)
+#include "x86_64/ctx_frame.h"
+#elif defined(__aarch64__)
+#error "arch/aarch64 is not written yet: port arch/x86_64/switch.S"
+#else
+#error "unsupported CPU"
+#endif
+
+#endif

@@ -1,0 +1,129 @@
+/*
+ * env.c - the WEFT_* environment variables, read once at start-up.
+ * A bad value is reported once on stderr and the default is used.
+ *
+ *   WEFT_MAXPROCS    number of Ps, 1..1024 (default: CPUs this process may use)
+ *   WEFT_STACK_SIZE  usable bytes per G stack, 16K..1G, with K/M/G suffixes (default 256K)
+ *   WEFT_STACK       guarded | segmented (default guarded)
+ *   WEFT_DEBUG       comma-separated: schedtrace=<ms>, sigquit=continue
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime.h"
+
+struct weftenv weftenv;
+
+#define STACK_MIN (16 * 1024)
+#define STACK_MAX (1024L * 1024 * 1024)
+
+static int cpus_available(void)
+{
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof set, &set) == 0) {
+		int n = CPU_COUNT(&set);
+		if (n > 0)
+			return n > MAXPROCS ? MAXPROCS : n;
+	}
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (n > MAXPROCS ? MAXPROCS : (int)n) : 1;
+}
+
+static int parse_int(const char *s, long lo, long hi, long *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* "262144", "64K", "64k", "1M", "8M", "1G", optional trailing "B"/"iB" */
+int parse_size(const char *s, size_t *out)
+{
+	char *end;
+	if (!s || !isdigit((unsigned char)*s))
+		return -1;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno)
+		return -1;
+	unsigned long long mul = 1;
+	switch (*end) {
+	case 'k': case 'K': mul = 1ULL << 10; end++; break;
+	case 'm': case 'M': mul = 1ULL << 20; end++; break;
+	case 'g': case 'G': mul = 1ULL << 30; end++; break;
+	default: break;
+	}
+	if (mul > 1 && (!strcmp(end, "iB") || !strcmp(end, "B")))
+		end += strlen(end);
+	if (*end || v > (~0ULL) / mul)
+		return -1;
+	*out = (size_t)(v * mul);
+	return 0;
+}
+
+static void debugopts(const char *s)
+{
+	char buf[256];
+	snprintf(buf, sizeof buf, "%s", s);
+	for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		long v;
+		if (!strncmp(tok, "schedtrace=", 11)) {
+			if (parse_int(tok + 11, 1, 3600000, &v) == 0)
+				weftenv.schedtrace_ms = v;
+			else
+				warn("ignoring WEFT_DEBUG %s: want schedtrace=<ms>, 1..3600000", tok);
+		} else if (!strcmp(tok, "sigquit=continue")) {
+			weftenv.sigquit_continue = true;
+		} else if (!strcmp(tok, "sigquit=exit")) {
+			weftenv.sigquit_continue = false;
+		} else {
+			warn("ignoring WEFT_DEBUG %s: want schedtrace=<ms> or sigquit=continue", tok);
+		}
+	}
+}
+
+void envinit(void)
+{
+	weftenv.maxprocs = cpus_available();
+	weftenv.stacksize = 256 * 1024;
+	weftenv.stackkind = WEFT_STACK_GUARDED;
+
+	const char *s = getenv("WEFT_MAXPROCS");
+	long v;
+	if (s && *s) {
+		if (parse_int(s, 1, MAXPROCS, &v) == 0)
+			weftenv.maxprocs = (int)v;
+		else
+			warn("ignoring WEFT_MAXPROCS=%s: want an integer 1..%d", s, MAXPROCS);
+	}
+	s = getenv("WEFT_STACK_SIZE");
+	if (s && *s) {
+		size_t sz;
+		if (parse_size(s, &sz) == 0 && sz >= STACK_MIN && sz <= (size_t)STACK_MAX)
+			weftenv.stacksize = sz;
+		else
+			warn("ignoring WEFT_STACK_SIZE=%s: want a size 16K..1G such as 64K, 1M or 8M", s);
+	}
+	s = getenv("WEFT_STACK");
+	if (s && *s) {
+		if (!strcmp(s, "guarded"))
+			weftenv.stackkind = WEFT_STACK_GUARDED;
+		else if (!strcmp(s, "segmented"))
+			weftenv.stackkind = WEFT_STACK_SEGMENTED;
+		else
+			warn("ignoring WEFT_STACK=%s: want guarded or segmented", s);
+	}
+	s = getenv("WEFT_DEBUG");
+	if (s && *s)
+		debugopts(s);
+}

@@ -1,0 +1,154 @@
+/*
+ * lock.c - the runtime's own low-level blocking: futex mutexes for short
+ * critical sections, one-shot notes for sleeping OS threads, the clock,
+ * and fatal errors.  Nothing here parks a G: these block the OS thread.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/futex.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime.h"
+
+long rawsyscall6(long n, long a, long b, long c, long d, long e, long f)
+{
+	return syscall(n, a, b, c, d, e, f);
+}
+
+static void futexwait(_Atomic uint32_t *addr, uint32_t val, const struct timespec *ts)
+{
+	int e = errno;
+	syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, ts, NULL, 0);
+	errno = e;
+}
+
+static void futexwake(_Atomic uint32_t *addr, int n)
+{
+	int e = errno;
+	syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+	errno = e;
+}
+
+static inline void cpurelax(void)
+{
+#if defined(__x86_64__)
+	__asm__ volatile("pause");
+#endif
+}
+
+/* Drepper's three-state futex mutex: 0 free, 1 held, 2 held and someone
+ * may sleep.  acquire on taking, release on giving back. */
+void lock(struct lock *l)
+{
+	uint32_t c = 0;
+	if (atomic_compare_exchange_strong_explicit(&l->key, &c, 1, memory_order_acquire,
+						    memory_order_relaxed))
+		return;
+	for (int i = 0; i < 100; i++) {
+		cpurelax();
+		c = 0;
+		if (atomic_load_explicit(&l->key, memory_order_relaxed) == 0 &&
+		    atomic_compare_exchange_weak_explicit(&l->key, &c, 1, memory_order_acquire,
+							  memory_order_relaxed))
+			return;
+	}
+	while (atomic_exchange_explicit(&l->key, 2, memory_order_acquire) != 0)
+		futexwait(&l->key, 2, NULL);
+}
+
+void unlock(struct lock *l)
+{
+	if (atomic_exchange_explicit(&l->key, 0, memory_order_release) == 2)
+		futexwake(&l->key, 1);
+}
+
+/* Spin lock on a plain word inside public types (weft_wg_t). */
+void spinlock(uint32_t *w)
+{
+	_Atomic uint32_t *l = (_Atomic uint32_t *)w;
+	lock((struct lock *)l);
+}
+
+void spinunlock(uint32_t *w)
+{
+	unlock((struct lock *)w);
+}
+
+void noteclear(struct note *n)
+{
+	atomic_store_explicit(&n->key, 0, memory_order_relaxed);
+}
+
+/* release: what the waker wrote before waking is visible to the sleeper. */
+void notewakeup(struct note *n)
+{
+	if (atomic_exchange_explicit(&n->key, 1, memory_order_release) != 0)
+		fatal("notewakeup: double wakeup");
+	futexwake(&n->key, 1);
+}
+
+void notesleep(struct note *n)
+{
+	while (atomic_load_explicit(&n->key, memory_order_acquire) == 0)
+		futexwait(&n->key, 0, NULL);
+}
+
+bool notetsleep(struct note *n, int64_t ns)
+{
+	if (ns < 0) {
+		notesleep(n);
+		return true;
+	}
+	int64_t deadline = nanotime() + ns;
+	while (atomic_load_explicit(&n->key, memory_order_acquire) == 0) {
+		int64_t left = deadline - nanotime();
+		if (left <= 0)
+			return false;
+		struct timespec ts = { left / 1000000000, left % 1000000000 };
+		futexwait(&n->key, 0, &ts);
+	}
+	return true;
+}
+
+int64_t nanotime(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void vsay(const char *prefix, const char *fmt, va_list ap)
+{
+	char buf[512];
+	int n = snprintf(buf, sizeof buf, "%s", prefix);
+	n += vsnprintf(buf + n, sizeof buf - n, fmt, ap);
+	if (n > (int)sizeof buf - 2)
+		n = sizeof buf - 2;
+	buf[n++] = '\n';
+	/* raw write: stdio may be locked by the thread that failed */
+	ssize_t r = syscall(SYS_write, 2, buf, n);
+	(void)r;
+}
+
+void warn(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsay("weft: ", fmt, ap);
+	va_end(ap);
+}
+
+void fatal(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsay("weft: fatal: ", fmt, ap);
+	va_end(ap);
+	abort();
+}

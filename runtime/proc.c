@@ -1,0 +1,1408 @@
+/*
+ * proc.c - the scheduler: Gs, Ms and Ps and how they meet.
+ *
+ * The model is Go's (proc.go).  A P is the right to run Gs; an M must hold
+ * one to run G code.  Each P has a local run queue and a runnext slot; a
+ * global run queue takes overflow and Gs readied off-P.  An M without
+ * work spins briefly stealing from other Ps, then parks on a futex (or,
+ * one at a time, in epoll_wait until the earliest timer).
+ *
+ * Switching.  A G that parks or yields picks its successor itself and
+ * switches straight to it (one context switch, no trip through a
+ * scheduler stack).  Whatever must happen once the old G is off its
+ * stack - put it on a run queue, release the lock that a waker takes -
+ * is left in m->afterfn and run by the new context right after the
+ * switch.  Only when there is nothing local to run does the M switch to
+ * its scheduler context (g0, the OS thread's own stack) to search,
+ * steal, poll or sleep.
+ *
+ * P ownership (p->state).  While the owner M runs G code the P is
+ * P_USER and sysmon may retake it (CAS) if the G runs 10 ms without
+ * switching, or has sat 20 us in a blocking call (P_SYSCALL).  Runtime
+ * code that touches P-local state first turns P_USER into P_RUNNING with
+ * a CAS (enterruntime); if that fails the P was retaken and the G must
+ * get another P or wait on the global queue for one (reacquirep).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "runtime.h"
+#include "sanitizer.h"
+
+struct sched sched;
+struct p *allp[MAXPROCS];
+struct m *_Atomic allm;
+__thread struct m *tls_m __attribute__((tls_model("initial-exec")));
+_Atomic int64_t coarsenow;
+static _Atomic int32_t nallp; /* Ps allocated (>= gomaxprocs) */
+
+/* Set by the preload shim to the real pthread_create. */
+int (*rt_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
+			 void *) HIDDEN = pthread_create;
+/* Called at G exit before its stack is reused (preload: key destructors). */
+void (*rt_gexit_hook)(struct g *gp) HIDDEN;
+
+const char *const waitreasons[W_NREASONS] = {
+	[W_NONE] = "runnable",
+	[W_SLEEP] = "sleep",
+	[W_WAITGROUP] = "wait group",
+	[W_CHAN_SEND] = "chan send",
+	[W_CHAN_RECV] = "chan receive",
+	[W_SELECT] = "select",
+	[W_SELECT_NOCASES] = "select (no cases)",
+	[W_MUTEX] = "mutex",
+	[W_RWLOCK_R] = "rwlock read",
+	[W_RWLOCK_W] = "rwlock write",
+	[W_COND] = "cond wait",
+	[W_SEMA] = "semaphore",
+	[W_ONCE] = "once",
+	[W_IO_READ] = "IO wait read",
+	[W_IO_WRITE] = "IO wait write",
+	[W_POLL] = "poll",
+	[W_JOIN] = "join",
+	[W_LOCKED_THREAD] = "locked to thread",
+};
+
+/* ---- allgs: every G descriptor ever made, for dumps ------------------ */
+
+static struct lock allglock;
+static struct g **allgs;
+static size_t nallgs, capallgs;
+
+static int allgadd(struct g *gp)
+{
+	lock(&allglock);
+	if (nallgs == capallgs) {
+		size_t ncap = capallgs ? capallgs * 2 : 1024;
+		struct g **n = rtalloc(ncap * sizeof *n);
+		if (!n) {
+			unlock(&allglock);
+			return -1;
+		}
+		if (nallgs)
+			memcpy(n, allgs, nallgs * sizeof *n);
+		rtfree(allgs);
+		allgs = n;
+		capallgs = ncap;
+	}
+	allgs[nallgs++] = gp;
+	unlock(&allglock);
+	return 0;
+}
+
+void forEachG(void (*fn)(struct g *gp, void *arg), void *arg)
+{
+	lock(&allglock);
+	for (size_t i = 0; i < nallgs; i++)
+		fn(allgs[i], arg);
+	unlock(&allglock);
+}
+
+uint32_t fastrand(void)
+{
+	static __thread uint32_t tstate;
+	struct m *m = getm();
+	uint32_t *s = m ? &m->fastrand : &tstate;
+	if (*s == 0)
+		*s = (uint32_t)nanotime() | 1;
+	uint32_t x = *s;
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	return *s = x;
+}
+
+/* ---- local run queue (lock-free ring, as in Go) ------------------------ */
+
+bool runqempty(struct p *pp)
+{
+	/* tail, head and runnext must be read consistently: a G moving from
+	 * runnext to the ring must not look like neither */
+	for (;;) {
+		uint32_t h = atomic_load_explicit(&pp->runqhead, memory_order_acquire);
+		uint32_t t = atomic_load_explicit(&pp->runqtail, memory_order_acquire);
+		struct g *next = atomic_load_explicit(&pp->runnext, memory_order_acquire);
+		if (t == atomic_load_explicit(&pp->runqtail, memory_order_acquire))
+			return h == t && !next;
+	}
+}
+
+/* Move half the local queue plus gp to the global queue (queue full). */
+static bool runqputslow(struct p *pp, struct g *gp, uint32_t h, uint32_t t)
+{
+	struct g *batch[RUNQ_SIZE / 2 + 1];
+	uint32_t n = (t - h) / 2;
+	if (n != RUNQ_SIZE / 2)
+		fatal("runqputslow: queue is not full");
+	for (uint32_t i = 0; i < n; i++)
+		batch[i] = atomic_load_explicit(&pp->runq[(h + i) % RUNQ_SIZE], memory_order_relaxed);
+	/* release: the slots we read stay ours only if no stealer moved head */
+	if (!atomic_compare_exchange_strong_explicit(&pp->runqhead, &h, h + n,
+						     memory_order_release, memory_order_relaxed))
+		return false;
+	batch[n] = gp;
+	for (uint32_t i = 0; i < n; i++)
+		batch[i]->schedlink = batch[i + 1];
+	lock(&sched.lock);
+	if (sched.runqtail)
+		sched.runqtail->schedlink = batch[0];
+	else
+		sched.runqhead = batch[0];
+	sched.runqtail = batch[n];
+	batch[n]->schedlink = NULL;
+	atomic_fetch_add_explicit(&sched.runqsize, n + 1, memory_order_relaxed);
+	unlock(&sched.lock);
+	return true;
+}
+
+/* Owner only.  next: put gp in runnext, kicking the old one to the tail. */
+void runqput(struct p *pp, struct g *gp, bool next)
+{
+	if (next) {
+		struct g *old = atomic_load_explicit(&pp->runnext, memory_order_relaxed);
+		while (!atomic_compare_exchange_weak_explicit(&pp->runnext, &old, gp,
+							      memory_order_release,
+							      memory_order_relaxed))
+			;
+		if (!old)
+			return;
+		gp = old;
+	}
+	for (;;) {
+		/* acquire: pairs with stealers' release of head, so we never
+		 * overwrite a slot a stealer is still reading */
+		uint32_t h = atomic_load_explicit(&pp->runqhead, memory_order_acquire);
+		uint32_t t = atomic_load_explicit(&pp->runqtail, memory_order_relaxed);
+		if (t - h < RUNQ_SIZE) {
+			atomic_store_explicit(&pp->runq[t % RUNQ_SIZE], gp, memory_order_relaxed);
+			/* release: the slot is written before consumers see it */
+			atomic_store_explicit(&pp->runqtail, t + 1, memory_order_release);
+			return;
+		}
+		if (runqputslow(pp, gp, h, t))
+			return;
+	}
+}
+
+/* Owner only.  *inherit: gp came from runnext (shares the time slice). */
+struct g *runqget(struct p *pp, bool *inherit)
+{
+	struct g *next = atomic_load_explicit(&pp->runnext, memory_order_relaxed);
+	if (next && atomic_compare_exchange_strong_explicit(&pp->runnext, &next, NULL,
+							    memory_order_acquire,
+							    memory_order_relaxed)) {
+		if (inherit)
+			*inherit = true;
+		return next;
+	}
+	if (inherit)
+		*inherit = false;
+	for (;;) {
+		uint32_t h = atomic_load_explicit(&pp->runqhead, memory_order_acquire);
+		uint32_t t = atomic_load_explicit(&pp->runqtail, memory_order_relaxed);
+		if (t == h)
+			return NULL;
+		struct g *gp = atomic_load_explicit(&pp->runq[h % RUNQ_SIZE], memory_order_relaxed);
+		if (atomic_compare_exchange_weak_explicit(&pp->runqhead, &h, h + 1,
+							  memory_order_release, memory_order_relaxed))
+			return gp;
+	}
+}
+
+/* Grab half of victim's queue into batch (a ring starting at bhead). */
+static uint32_t runqgrab(struct p *victim, struct g *_Atomic *batch, uint32_t bhead,
+			 bool stealrunnext)
+{
+	for (;;) {
+		uint32_t h = atomic_load_explicit(&victim->runqhead, memory_order_acquire);
+		uint32_t t = atomic_load_explicit(&victim->runqtail, memory_order_acquire);
+		uint32_t n = t - h;
+		n = n - n / 2;
+		if (n == 0) {
+			if (!stealrunnext)
+				return 0;
+			struct g *next = atomic_load_explicit(&victim->runnext, memory_order_acquire);
+			if (!next)
+				return 0;
+			/* the victim's owner is likely about to run it: give it a
+			 * moment, as Go does, unless the victim is idle */
+			if (PSTATUS(atomic_load_explicit(&victim->state, memory_order_relaxed)) !=
+			    P_IDLE)
+				for (int i = 0; i < 50; i++)
+					sched_yield();
+			if (!atomic_compare_exchange_strong_explicit(&victim->runnext, &next, NULL,
+								     memory_order_acquire,
+								     memory_order_relaxed))
+				continue;
+			atomic_store_explicit(&batch[bhead % RUNQ_SIZE], next, memory_order_relaxed);
+			return 1;
+		}
+		if (n > RUNQ_SIZE / 2)
+			continue; /* read h and t inconsistently */
+		for (uint32_t i = 0; i < n; i++) {
+			struct g *gp = atomic_load_explicit(&victim->runq[(h + i) % RUNQ_SIZE],
+							    memory_order_relaxed);
+			atomic_store_explicit(&batch[(bhead + i) % RUNQ_SIZE], gp,
+					      memory_order_relaxed);
+		}
+		/* release: done reading the slots before the owner may reuse them */
+		if (atomic_compare_exchange_strong_explicit(&victim->runqhead, &h, h + n,
+							    memory_order_release,
+							    memory_order_relaxed))
+			return n;
+	}
+}
+
+/* Steal half of victim's Gs into pp's queue; return one to run. */
+struct g *runqsteal(struct p *pp, struct p *victim, bool stealrunnext)
+{
+	uint32_t t = atomic_load_explicit(&pp->runqtail, memory_order_relaxed);
+	uint32_t n = runqgrab(victim, pp->runq, t, stealrunnext);
+	if (n == 0)
+		return NULL;
+	n--;
+	struct g *gp = atomic_load_explicit(&pp->runq[(t + n) % RUNQ_SIZE], memory_order_relaxed);
+	if (n == 0)
+		return gp;
+	uint32_t h = atomic_load_explicit(&pp->runqhead, memory_order_acquire);
+	if (t - h + n >= RUNQ_SIZE)
+		fatal("runqsteal: runq overflow");
+	atomic_store_explicit(&pp->runqtail, t + n, memory_order_release);
+	return gp;
+}
+
+/* ---- global run queue (sched.lock) ------------------------------------- */
+
+static void globrunqput_locked(struct g *gp)
+{
+	gp->schedlink = NULL;
+	if (sched.runqtail)
+		sched.runqtail->schedlink = gp;
+	else
+		sched.runqhead = gp;
+	sched.runqtail = gp;
+	atomic_fetch_add_explicit(&sched.runqsize, 1, memory_order_relaxed);
+}
+
+void globrunqput(struct g *gp)
+{
+	lock(&sched.lock);
+	globrunqput_locked(gp);
+	unlock(&sched.lock);
+}
+
+/* sched.lock held.  Take a fair share of the global queue into pp. */
+struct g *globrunqget(struct p *pp, int32_t max)
+{
+	int32_t size = atomic_load_explicit(&sched.runqsize, memory_order_relaxed);
+	if (size == 0)
+		return NULL;
+	int32_t n = size / sched.gomaxprocs + 1;
+	if (n > size)
+		n = size;
+	if (max > 0 && n > max)
+		n = max;
+	if (n > RUNQ_SIZE / 2)
+		n = RUNQ_SIZE / 2;
+	atomic_fetch_sub_explicit(&sched.runqsize, n, memory_order_relaxed);
+	struct g *gp = sched.runqhead;
+	sched.runqhead = gp->schedlink;
+	for (int32_t i = 1; i < n; i++) {
+		struct g *g1 = sched.runqhead;
+		sched.runqhead = g1->schedlink;
+		runqput(pp, g1, false);
+	}
+	if (!sched.runqhead)
+		sched.runqtail = NULL;
+	return gp;
+}
+
+/* ---- idle P and M lists (sched.lock) ----------------------------------- */
+
+void pidleput(struct p *pp)
+{
+	pp->link = sched.pidle;
+	sched.pidle = pp;
+	atomic_fetch_add(&sched.npidle, 1); /* seq_cst: see wakep */
+}
+
+struct p *pidleget(void)
+{
+	struct p *pp = sched.pidle;
+	if (pp) {
+		sched.pidle = pp->link;
+		atomic_fetch_sub(&sched.npidle, 1);
+	}
+	return pp;
+}
+
+static void mput(struct m *m)
+{
+	m->schedlink = sched.midle;
+	sched.midle = m;
+	sched.nmidle++;
+}
+
+static struct m *mget(void)
+{
+	struct m *m = sched.midle;
+	if (m) {
+		sched.midle = m->schedlink;
+		sched.nmidle--;
+	}
+	return m;
+}
+
+static void acquirep(struct m *m, struct p *pp)
+{
+	m->p = pp;
+	pp->m = m;
+	atomic_store_explicit(&pp->preempt, false, memory_order_relaxed);
+	/* release: everything the previous owner did is published through
+	 * sched.lock or the note that handed us the P */
+	atomic_store_explicit(&pp->state, PSTATE(m->id, P_RUNNING), memory_order_release);
+	if (atomic_load_explicit(&sched.sysmonwait, memory_order_relaxed))
+		sysmon_wake();
+}
+
+static struct p *releasep(struct m *m)
+{
+	struct p *pp = m->p;
+	pp->m = NULL;
+	m->p = NULL;
+	atomic_store_explicit(&pp->state, PSTATE(0, P_IDLE), memory_order_release);
+	return pp;
+}
+
+/* ---- Ms ------------------------------------------------------------------ */
+
+static void schedule(struct m *m) __attribute__((noreturn));
+
+static void *mstart(void *arg)
+{
+	struct m *m = arg;
+	tls_m = m;
+	m->tid = (int)syscall(SYS_gettid);
+	m->isg0 = true;
+	pthread_attr_t a;
+	if (pthread_getattr_np(pthread_self(), &a) == 0) {
+		void *lo;
+		size_t sz;
+		pthread_attr_getstack(&a, &lo, &sz);
+		m->g0lo = lo;
+		m->g0hi = (char *)lo + sz;
+		pthread_attr_destroy(&a);
+	}
+	stack_sigaltstack(m);
+	san_thread_start(m);
+	if (m->nextp) {
+		acquirep(m, m->nextp);
+		m->nextp = NULL;
+	}
+	schedule(m);
+}
+
+static int64_t mid_gen;
+
+static void newm(struct p *pp, bool spinning)
+{
+	struct m *m = rtalloc(sizeof *m);
+	if (!m)
+		fatal("out of memory allocating an M");
+	m->id = __atomic_add_fetch(&mid_gen, 1, __ATOMIC_RELAXED);
+	m->nextp = pp;
+	m->spinning = spinning;
+	struct m *head = atomic_load(&allm);
+	do
+		m->alllink = head;
+	while (!atomic_compare_exchange_weak(&allm, &head, m));
+	atomic_fetch_add(&sched.mcount, 1);
+
+	pthread_attr_t a;
+	pthread_attr_init(&a);
+	pthread_attr_setstacksize(&a, 1 << 20);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	int e = rt_pthread_create(&m->thread, &a, mstart, m);
+	pthread_attr_destroy(&a);
+	if (e)
+		fatal("cannot create an OS thread: %s", strerror(e));
+}
+
+/* Start an M to run pp (or any idle P); spinning: it goes looking for work. */
+static void startm(struct p *pp, bool spinning)
+{
+	lock(&sched.lock);
+	if (!pp) {
+		pp = pidleget();
+		if (!pp) {
+			unlock(&sched.lock);
+			if (spinning)
+				atomic_fetch_sub(&sched.nmspinning, 1);
+			return;
+		}
+	}
+	struct m *nm = mget();
+	unlock(&sched.lock);
+	if (!nm) {
+		newm(pp, spinning);
+		return;
+	}
+	nm->spinning = spinning;
+	nm->nextp = pp;
+	notewakeup(&nm->park);
+}
+
+/* Park this M until someone hands it a P. */
+static void stopm(struct m *m)
+{
+	lock(&sched.lock);
+	mput(m);
+	unlock(&sched.lock);
+	notesleep(&m->park);
+	noteclear(&m->park);
+	acquirep(m, m->nextp);
+	m->nextp = NULL;
+}
+
+/* Hand off a P whose M is going away (blocking call, hog, idle). */
+void handoffp(struct p *pp)
+{
+	if (!runqempty(pp) || atomic_load(&sched.runqsize) != 0) {
+		startm(pp, false);
+		return;
+	}
+	int64_t t0 = atomic_load(&pp->timer0when);
+	if (t0 && t0 <= nanotime()) {
+		startm(pp, false);
+		return;
+	}
+	/* no spinning or idle M: start one to look for work */
+	int32_t zero = 0;
+	if (atomic_load(&sched.nmspinning) + atomic_load(&sched.npidle) == 0 &&
+	    atomic_compare_exchange_strong(&sched.nmspinning, &zero, 1)) {
+		startm(pp, true);
+		return;
+	}
+	lock(&sched.lock);
+	if (atomic_load(&sched.runqsize) != 0) {
+		unlock(&sched.lock);
+		startm(pp, false);
+		return;
+	}
+	/* the last running P going idle: someone must watch the network */
+	if (atomic_load(&sched.npidle) == sched.gomaxprocs - 1 &&
+	    atomic_load(&sched.lastpoll) != 0 && atomic_load(&netpollwaiters) > 0) {
+		unlock(&sched.lock);
+		startm(pp, false);
+		return;
+	}
+	pidleput(pp);
+	unlock(&sched.lock);
+	if (t0)
+		wakenetpoller(t0);
+}
+
+/* Someone readied a G: make sure an M is looking, if a P is idle.
+ * The readier stored the G before these loads; an M going idle stores
+ * npidle/nmspinning (seq_cst) before re-checking the run queues, so one
+ * of the two sees the other. */
+void wakep(void)
+{
+	if (atomic_load(&sched.npidle) == 0)
+		return;
+	int32_t zero = 0;
+	if (atomic_load(&sched.nmspinning) != 0 ||
+	    !atomic_compare_exchange_strong(&sched.nmspinning, &zero, 1))
+		return;
+	startm(NULL, true);
+}
+
+static void resetspinning(struct m *m)
+{
+	m->spinning = false;
+	if (atomic_fetch_sub(&sched.nmspinning, 1) < 1)
+		fatal("resetspinning: negative nmspinning");
+	wakep();
+}
+
+/* Put a list of ready Gs (linked by schedlink) where Ms will find them. */
+void injectglist(struct g *list)
+{
+	if (!list)
+		return;
+	int n = 0;
+	lock(&sched.lock);
+	while (list) {
+		struct g *next = list->schedlink;
+		atomic_store_explicit(&list->status, G_RUNNABLE, memory_order_relaxed);
+		globrunqput_locked(list);
+		list = next;
+		n++;
+	}
+	unlock(&sched.lock);
+	for (; n > 0 && atomic_load(&sched.npidle) > 0; n--)
+		startm(NULL, false);
+}
+
+/* ---- switching ------------------------------------------------------------- */
+
+/* Run the deferred work of the context we just switched away from. */
+static inline void afterswitch(struct m *m)
+{
+	bool (*fn)(struct g *, void *) = m->afterfn;
+	if (fn) {
+		m->afterfn = NULL;
+		if (!fn(m->aftergp, m->afterarg))
+			goready(m->aftergp);
+	}
+}
+
+/* Switch from 'from' (a G, or NULL for g0) to 'to' (a G, or NULL for
+ * g0).  Returns in 'from' when something switches back to it, possibly
+ * on another M; the caller must re-read getm(). */
+static void gswitch(struct m *m, struct g *from, struct g *to)
+{
+	void **save = from ? &from->sp : &m->g0sp;
+	if (from) {
+		from->errno_save = errno;
+		if (from->stack.kind == STACK_CANARY && !stackcanary_ok(&from->stack))
+			stack_overflow(from);
+	}
+	m->curg = to;
+	m->isg0 = !to;
+	void *next;
+	if (to) {
+		atomic_store_explicit(&to->status, G_RUNNING, memory_order_relaxed);
+		m->p->schedtick++;
+		next = to->sp;
+	} else {
+		next = m->g0sp;
+	}
+	san_switch_start(m, from, to);
+	weft_ctx_switch(save, next);
+	m = getm();
+	san_switch_finish(m, from);
+	afterswitch(m);
+	if (from)
+		errno = from->errno_save;
+}
+
+/* The first code a new G runs (via weft_ctx_start). */
+static void goexit1(void) __attribute__((noreturn));
+
+static void gentry(void)
+{
+	struct m *m = getm();
+	san_switch_finish(m, m->curg);
+	afterswitch(m);
+	struct g *gp = m->curg;
+	gp->rtdepth = 0;
+	leaveruntime(m);
+	gp->fn(gp->arg);
+	goexit1();
+}
+
+/* A runnable G that can run here now without the scheduler context:
+ * runnext or local, the global queue every 61 switches or when the local
+ * one is empty.  Runs due timers first. */
+static struct g *nextg_fast(struct m *m, struct p *pp)
+{
+	if (unlikely(pp->retired))
+		return NULL;
+	int64_t t0 = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
+	if (t0 && t0 <= nanotime())
+		checktimers(pp, nanotime());
+	struct g *gp = NULL;
+	if (pp->schedtick % 61 == 0 && atomic_load_explicit(&sched.runqsize, memory_order_relaxed)) {
+		lock(&sched.lock);
+		gp = globrunqget(pp, 1);
+		unlock(&sched.lock);
+	}
+	if (!gp)
+		gp = runqget(pp, NULL);
+	if (!gp && atomic_load_explicit(&sched.runqsize, memory_order_relaxed)) {
+		lock(&sched.lock);
+		gp = globrunqget(pp, 0);
+		unlock(&sched.lock);
+	}
+	if (gp && gp->lockedm && gp->lockedm != m) {
+		/* it must run on its own M: let the scheduler hand it over */
+		runqput(pp, gp, true);
+		return NULL;
+	}
+	(void)m;
+	return gp;
+}
+
+/* Switch away from the running G gp, which the caller has made
+ * runnable or waiting and set m->afterfn for. */
+static void gleave(struct m *m, struct g *gp)
+{
+	struct g *next = m->lockedg ? NULL : nextg_fast(m, m->p);
+	gswitch(m, gp, next);
+}
+
+/* Park the running G.  See runtime.h. */
+void gopark(bool (*unlockf)(struct g *, void *), void *arg, int reason)
+{
+	struct m *m = rt_enter();
+	struct g *gp = m->curg;
+	gp->waitreason = (uint8_t)reason;
+	gp->waitsince = atomic_load_explicit(&coarsenow, memory_order_relaxed);
+	atomic_store_explicit(&gp->status, G_WAITING, memory_order_relaxed);
+	m->afterfn = unlockf;
+	m->aftergp = gp;
+	m->afterarg = arg;
+	gleave(m, gp);
+	rt_leave();
+}
+
+/* Make gp runnable: on this P's runnext if we hold one, else globally. */
+void goready(struct g *gp)
+{
+	struct m *m = rt_enter();
+	atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
+	gp->waitreason = W_NONE;
+	if (m && m->p && PSTATUS(atomic_load_explicit(&m->p->state, memory_order_relaxed)) ==
+				 P_RUNNING) {
+		runqput(m->p, gp, true);
+	} else {
+		globrunqput(gp);
+	}
+	wakep();
+	rt_leave();
+}
+
+static bool after_runqput(struct g *gp, void *arg)
+{
+	(void)arg;
+	runqput(getm()->p, gp, false);
+	return true;
+}
+
+static bool after_globrunqput(struct g *gp, void *arg)
+{
+	(void)arg;
+	globrunqput(gp);
+	return true;
+}
+
+void weft_yield(void)
+{
+	struct m *m = getm();
+	if (!m || !m->curg) {
+		sched_yield();
+		return;
+	}
+	m = rt_enter();
+	struct g *gp = m->curg;
+	struct g *next = m->lockedg ? NULL : nextg_fast(m, m->p);
+	if (next || m->lockedg) {
+		atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
+		m->afterfn = m->lockedg ? after_globrunqput : after_runqput;
+		m->aftergp = gp;
+		gswitch(m, gp, next);
+	}
+	rt_leave();
+}
+
+/* ---- G lifecycle --------------------------------------------------------- */
+
+static int64_t newgoid(struct p *pp)
+{
+	if (!pp)
+		return atomic_fetch_add(&sched.goidgen, 1) + 1;
+	if (pp->goidcache == pp->goidcacheend) {
+		pp->goidcache = atomic_fetch_add(&sched.goidgen, 16) + 1;
+		pp->goidcacheend = pp->goidcache + 16;
+	}
+	return pp->goidcache++;
+}
+
+/* A dead G with a stack of the wanted size, from pp's list or the global. */
+static struct g *gfget(struct p *pp, size_t stacksz)
+{
+	struct g *gp = NULL;
+	if (pp) {
+		if (!pp->gfree && sched.ngfree > 0) {
+			lock(&sched.lock);
+			while (pp->gfreecnt < 32 && sched.gfree) {
+				struct g *g1 = sched.gfree;
+				sched.gfree = g1->schedlink;
+				sched.ngfree--;
+				g1->schedlink = pp->gfree;
+				pp->gfree = g1;
+				pp->gfreecnt++;
+			}
+			unlock(&sched.lock);
+		}
+		gp = pp->gfree;
+		if (gp) {
+			pp->gfree = gp->schedlink;
+			pp->gfreecnt--;
+		}
+	} else if (sched.ngfree > 0) {
+		lock(&sched.lock);
+		gp = sched.gfree;
+		if (gp) {
+			sched.gfree = gp->schedlink;
+			sched.ngfree--;
+		}
+		unlock(&sched.lock);
+	}
+	if (!gp)
+		return NULL;
+	if (gp->stack.lo && stacksz && stacksize(&gp->stack) != ((stacksz + 4095) & ~4095UL)) {
+		stackfree(pp, &gp->stack);
+	}
+	if (!gp->stack.lo && stackalloc(pp, &gp->stack, stacksz) != 0) {
+		gp->schedlink = NULL;
+		lock(&sched.lock);
+		gp->schedlink = sched.gfree;
+		sched.gfree = gp;
+		sched.ngfree++;
+		unlock(&sched.lock);
+		return NULL;
+	}
+	return gp;
+}
+
+#define GFREE_GLOBAL_STACKS 1024 /* dead Gs beyond this keep no stack */
+
+static void gfput(struct p *pp, struct g *gp)
+{
+	gp->schedlink = pp->gfree;
+	pp->gfree = gp;
+	if (++pp->gfreecnt < 64)
+		return;
+	struct g *list = NULL;
+	int n = 0;
+	while (pp->gfreecnt > 32) {
+		struct g *g1 = pp->gfree;
+		pp->gfree = g1->schedlink;
+		pp->gfreecnt--;
+		if (sched.ngfree + n >= GFREE_GLOBAL_STACKS)
+			stackfree(pp, &g1->stack);
+		g1->schedlink = list;
+		list = g1;
+		n++;
+	}
+	lock(&sched.lock);
+	while (list) {
+		struct g *g1 = list;
+		list = g1->schedlink;
+		g1->schedlink = sched.gfree;
+		sched.gfree = g1;
+		sched.ngfree++;
+	}
+	unlock(&sched.lock);
+}
+
+static struct g *malg(struct p *pp, size_t stacksz)
+{
+	struct g *gp = rtalloc(sizeof *gp);
+	if (!gp)
+		return NULL;
+	if (stackalloc(pp, &gp->stack, stacksz) != 0) {
+		rtfree(gp);
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (allgadd(gp) != 0) {
+		stackfree(pp, &gp->stack);
+		rtfree(gp);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return gp;
+}
+
+extern int splitstack_prepare(struct g *gp, const weft_attr_t *attr) __attribute__((weak));
+
+int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
+{
+	if (!fn || (attr && attr->stack_size &&
+		    (attr->stack_size < 16 * 1024 || attr->stack_size > (1UL << 30))) ||
+	    (attr && (attr->stack_kind < 0 || attr->stack_kind > WEFT_STACK_SEGMENTED))) {
+		errno = EINVAL;
+		return -1;
+	}
+	runtime_ensure();
+	struct m *m = rt_enter();
+	struct p *pp = (m && m->curg) ? m->p : NULL;
+	size_t sz = attr ? attr->stack_size : 0;
+	struct g *gp = gfget(pp, sz);
+	if (!gp)
+		gp = malg(pp, sz);
+	if (!gp) {
+		rt_leave();
+		errno = ENOMEM;
+		return -1;
+	}
+	gp->fn = fn;
+	gp->arg = arg;
+	gp->id = newgoid(pp);
+	gp->lockedm = NULL;
+	gp->lockcount = 0;
+	gp->errno_save = 0;
+	gp->rtdepth = 1; /* gentry runs in the runtime until it calls fn */
+	gp->waitreason = W_NONE;
+	gp->blocking = 0;
+	gp->tls = NULL;
+	if (gp->name) {
+		rtfree(gp->name);
+		gp->name = NULL;
+	}
+	if (attr && attr->name) {
+		size_t n = strlen(attr->name);
+		gp->name = rtalloc(n + 1);
+		if (gp->name)
+			memcpy(gp->name, attr->name, n + 1);
+	}
+	gp->sp = weft_ctx_make(gp->stack.hi, gentry);
+	san_gcreate(gp);
+	atomic_fetch_add_explicit(&sched.ngs, 1, memory_order_relaxed);
+	atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
+	if (pp)
+		runqput(pp, gp, true);
+	else
+		globrunqput(gp);
+	wakep();
+	int64_t id = gp->id;
+	rt_leave();
+	return id;
+}
+
+int64_t weft_go(void (*fn)(void *), void *arg)
+{
+	return weft_go_attr(NULL, fn, arg);
+}
+
+static bool after_gfput(struct g *gp, void *arg)
+{
+	(void)arg;
+	san_gdestroy(gp);
+	gfput(getm()->p, gp);
+	return true;
+}
+
+static void goexit1(void)
+{
+	struct m *m = rt_enter();
+	struct g *gp = m->curg;
+	if (rt_gexit_hook)
+		rt_gexit_hook(gp);
+	m = getm(); /* the hook may have parked */
+	if (gp->lockedm) {
+		m->lockedg = NULL;
+		gp->lockedm = NULL;
+		gp->lockcount = 0;
+	}
+	atomic_store_explicit(&gp->status, G_DEAD, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&sched.ngs, 1, memory_order_relaxed);
+	m->afterfn = after_gfput;
+	m->aftergp = gp;
+	gleave(m, gp);
+	fatal("a dead green thread was resumed");
+}
+
+_Noreturn void weft_exit(void)
+{
+	if (!getg())
+		pthread_exit(NULL);
+	goexit1();
+}
+
+int64_t weft_self(void)
+{
+	struct g *gp = getg();
+	return gp ? gp->id : 0;
+}
+
+/* ---- entering and leaving the runtime ------------------------------------ */
+
+/* The P was retaken while we ran user code or sat in a blocking call:
+ * get an idle P, or wait on the global queue for one. */
+static void reacquirep(struct m *m)
+{
+	struct g *gp = m->curg;
+	m->p = NULL;
+	lock(&sched.lock);
+	struct p *pp = pidleget();
+	unlock(&sched.lock);
+	if (pp) {
+		acquirep(m, pp);
+		return;
+	}
+	atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
+	m->afterfn = after_globrunqput;
+	m->aftergp = gp;
+	gswitch(m, gp, NULL); /* g0 finds no P and stops this M */
+}
+
+void enterruntime(struct m *m)
+{
+	struct p *pp = m->p;
+	uint64_t want = PSTATE(m->id, P_USER);
+	/* acquire: pairs with the release in leaveruntime/acquirep */
+	if (likely(pp && atomic_compare_exchange_strong_explicit(
+				 &pp->state, &want, PSTATE(m->id, P_RUNNING),
+				 memory_order_acquire, memory_order_relaxed)))
+		return;
+	reacquirep(m);
+}
+
+/* sysmon asked the running G to give way: it goes to the back of the
+ * global queue, as a preempted goroutine does. */
+static void gpreempt(struct m *m)
+{
+	struct g *gp = m->curg;
+	atomic_store_explicit(&m->p->preempt, false, memory_order_relaxed);
+	if (m->lockedg)
+		return;
+	gp->rtdepth = 1;
+	struct g *next = nextg_fast(m, m->p);
+	if (next) {
+		atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
+		m->afterfn = after_globrunqput;
+		m->aftergp = gp;
+		gswitch(m, gp, next);
+		m = getm();
+	}
+	gp->rtdepth = 0;
+	(void)m;
+}
+
+void leaveruntime(struct m *m)
+{
+	if (unlikely(atomic_load_explicit(&m->p->preempt, memory_order_relaxed))) {
+		gpreempt(m);
+		m = getm();
+	}
+	/* release: our P-local writes happen before sysmon's retake CAS */
+	atomic_store_explicit(&m->p->state, PSTATE(m->id, P_USER), memory_order_release);
+}
+
+void entersyscall(void)
+{
+	struct m *m = getm();
+	if (!m || !m->curg)
+		return;
+	struct g *gp = m->curg;
+	if (gp->rtdepth != 0)
+		return; /* runtime-internal call: keep the P */
+	uint64_t want = PSTATE(m->id, P_USER);
+	m->syscallwhen = atomic_load_explicit(&coarsenow, memory_order_relaxed);
+	atomic_store_explicit(&gp->status, G_SYSCALL, memory_order_relaxed);
+	/* release: P-local writes before sysmon may retake.  If the CAS
+	 * fails the P was already retaken as a hog: exitsyscall finds out. */
+	(void)atomic_compare_exchange_strong_explicit(&m->p->state, &want,
+						      PSTATE(m->id, P_SYSCALL),
+						      memory_order_release, memory_order_relaxed);
+}
+
+void entersyscallblock(void)
+{
+	struct m *m = getm();
+	if (!m || !m->curg || m->curg->rtdepth != 0)
+		return;
+	entersyscall();
+	struct p *pp = m->p;
+	uint64_t want = PSTATE(m->id, P_SYSCALL);
+	if (atomic_compare_exchange_strong(&pp->state, &want, PSTATE(0, P_IDLE)))
+		handoffp(pp);
+}
+
+void exitsyscall(void)
+{
+	struct m *m = getm();
+	if (!m || !m->curg)
+		return;
+	struct g *gp = m->curg;
+	if (gp->rtdepth != 0)
+		return;
+	int e = errno;
+	struct p *pp = m->p;
+	uint64_t want = PSTATE(m->id, P_SYSCALL);
+	atomic_store_explicit(&gp->status, G_RUNNING, memory_order_relaxed);
+	if (likely(atomic_compare_exchange_strong_explicit(&pp->state, &want,
+							   PSTATE(m->id, P_USER),
+							   memory_order_acquire,
+							   memory_order_relaxed))) {
+		atomic_fetch_add_explicit(&pp->syscalltick, 1, memory_order_relaxed);
+		errno = e;
+		return;
+	}
+	/* retaken: the same path as a hog's next runtime call */
+	gp->rtdepth = 1;
+	reacquirep(m);
+	m = getm();
+	gp->rtdepth = 0;
+	leaveruntime(m);
+	errno = e;
+}
+
+/* ---- thread locking ------------------------------------------------------ */
+
+void weft_lock_thread(void)
+{
+	struct m *m = getm();
+	if (!m || !m->curg)
+		return;
+	struct g *gp = m->curg;
+	if (gp->lockcount++ == 0) {
+		gp->lockedm = m;
+		m->lockedg = gp;
+	}
+}
+
+void weft_unlock_thread(void)
+{
+	struct m *m = getm();
+	if (!m || !m->curg)
+		return;
+	struct g *gp = m->curg;
+	if (gp->lockcount == 0)
+		return;
+	if (--gp->lockcount == 0) {
+		gp->lockedm = NULL;
+		m->lockedg = NULL;
+	}
+}
+
+/* gp is locked to another M: give it our P and stop. */
+static void startlockedm(struct m *m, struct g *gp)
+{
+	struct m *lm = gp->lockedm;
+	struct p *pp = releasep(m);
+	lm->nextp = pp;
+	lm->nextg = gp;
+	notewakeup(&lm->park);
+}
+
+/* Our locked G is not running: give the P away and wait for it. */
+static struct g *stoplockedm(struct m *m)
+{
+	if (m->p)
+		handoffp(releasep(m));
+	notesleep(&m->park);
+	noteclear(&m->park);
+	acquirep(m, m->nextp);
+	m->nextp = NULL;
+	struct g *gp = m->nextg;
+	m->nextg = NULL;
+	return gp;
+}
+
+/* ---- finding work -------------------------------------------------------- */
+
+static struct g *stealwork(struct m *m, int64_t now)
+{
+	struct p *pp = m->p;
+	int32_t n = atomic_load(&nallp);
+	for (int i = 0; i < 4; i++) {
+		bool last = i == 3;
+		uint32_t start = fastrand();
+		for (int32_t j = 0; j < n; j++) {
+			struct p *p2 = allp[(start + j) % n];
+			if (p2 == pp)
+				continue;
+			if (last) {
+				int64_t t0 = atomic_load(&p2->timer0when);
+				if (t0 && t0 <= now) {
+					checktimers(p2, now);
+					struct g *gp = runqget(pp, NULL);
+					if (gp)
+						return gp;
+				}
+			}
+			if (p2->retired || !runqempty(p2)) {
+				struct g *gp = runqsteal(pp, p2, last || p2->retired);
+				if (gp)
+					return gp;
+			}
+		}
+	}
+	return NULL;
+}
+
+static struct g *netpoll_take(struct g *list)
+{
+	if (!list)
+		return NULL;
+	struct g *gp = list;
+	injectglist(list->schedlink);
+	gp->schedlink = NULL;
+	return gp;
+}
+
+/* Block until there is a G to run; returns with m->p held. */
+static struct g *findrunnable(struct m *m)
+{
+	struct g *gp;
+top:;
+	struct p *pp = m->p;
+	int64_t now = nanotime();
+	atomic_store_explicit(&coarsenow, now, memory_order_relaxed);
+	if (pp->retired) {
+		/* shrunk away: hand our Gs to the others and take a live P */
+		lock(&sched.lock);
+		while ((gp = runqget(pp, NULL)))
+			globrunqput_locked(gp);
+		releasep(m);
+		unlock(&sched.lock);
+		stopm(m);
+		goto top;
+	}
+	checktimers(pp, now);
+	if (pp->schedtick % 61 == 0 && atomic_load(&sched.runqsize) > 0) {
+		lock(&sched.lock);
+		gp = globrunqget(pp, 1);
+		unlock(&sched.lock);
+		if (gp)
+			return gp;
+	}
+	if ((gp = runqget(pp, NULL)))
+		return gp;
+	if (atomic_load(&sched.runqsize) > 0) {
+		lock(&sched.lock);
+		gp = globrunqget(pp, 0);
+		unlock(&sched.lock);
+		if (gp)
+			return gp;
+	}
+	if (atomic_load(&netpollwaiters) > 0 && atomic_load(&sched.lastpoll) != 0) {
+		if ((gp = netpoll_take(netpoll(0))))
+			return gp;
+	}
+	int32_t procs = sched.gomaxprocs;
+	if (m->spinning || 2 * atomic_load(&sched.nmspinning) < procs - atomic_load(&sched.npidle)) {
+		if (!m->spinning) {
+			m->spinning = true;
+			atomic_fetch_add(&sched.nmspinning, 1);
+		}
+		if ((gp = stealwork(m, now)))
+			return gp;
+	}
+
+	/* nothing to do: give up the P */
+	lock(&sched.lock);
+	if (atomic_load(&sched.runqsize) != 0) {
+		gp = globrunqget(pp, 0);
+		unlock(&sched.lock);
+		return gp;
+	}
+	releasep(m);
+	pidleput(pp);
+	unlock(&sched.lock);
+
+	bool wasspinning = m->spinning;
+	if (m->spinning) {
+		m->spinning = false;
+		atomic_fetch_sub(&sched.nmspinning, 1); /* seq_cst, then re-check */
+		int32_t n = atomic_load(&nallp);
+		for (int32_t i = 0; i < n; i++) {
+			if (!allp[i]->retired && !runqempty(allp[i])) {
+				lock(&sched.lock);
+				pp = pidleget();
+				unlock(&sched.lock);
+				if (pp) {
+					acquirep(m, pp);
+					m->spinning = true;
+					atomic_fetch_add(&sched.nmspinning, 1);
+					goto top;
+				}
+				break;
+			}
+		}
+	}
+	(void)wasspinning;
+
+	/* block in the netpoller until the earliest timer, if we are the
+	 * one M to do so; otherwise sleep until handed a P */
+	int64_t when = earliest_timer();
+	int64_t last = atomic_load(&sched.lastpoll);
+	if ((atomic_load(&netpollwaiters) > 0 || when != 0) && last != 0 &&
+	    atomic_compare_exchange_strong(&sched.lastpoll, &last, 0)) {
+		atomic_store(&sched.polluntil, when ? when : INT64_MAX);
+		/* re-read after publishing polluntil: a timer added meanwhile
+		 * either sees polluntil and breaks the poll, or is seen here */
+		when = earliest_timer();
+		if (when)
+			atomic_store(&sched.polluntil, when);
+		int64_t delay = -1;
+		if (when) {
+			delay = when - nanotime();
+			if (delay < 0)
+				delay = 0;
+		}
+		struct g *list = netpoll(delay);
+		atomic_store(&sched.polluntil, 0);
+		atomic_store(&sched.lastpoll, nanotime());
+		lock(&sched.lock);
+		pp = pidleget();
+		unlock(&sched.lock);
+		if (!pp) {
+			injectglist(list);
+		} else {
+			acquirep(m, pp);
+			if ((gp = netpoll_take(list)))
+				return gp;
+			goto top;
+		}
+	}
+	stopm(m);
+	goto top;
+}
+
+/* The scheduler context of every M: find a G, run it, repeat. */
+static void schedule(struct m *m)
+{
+	for (;;) {
+		m = getm();
+		struct g *gp;
+		if (m->lockedg) {
+			gp = stoplockedm(m);
+			gswitch(m, NULL, gp);
+			continue;
+		}
+		if (!m->p)
+			stopm(m);
+		gp = findrunnable(m);
+		if (m->spinning)
+			resetspinning(m);
+		if (gp->lockedm && gp->lockedm != m) {
+			startlockedm(m, gp);
+			stopm(m);
+			continue;
+		}
+		gswitch(m, NULL, gp);
+	}
+}
+
+/* ---- start-up -------------------------------------------------------------- */
+
+static struct p *newp(int32_t id)
+{
+	struct p *pp = rtalloc(sizeof *pp);
+	if (!pp)
+		fatal("out of memory allocating a P");
+	pp->id = id;
+	pp->tcache = rt_tcache_create();
+	atomic_store(&pp->state, PSTATE(0, P_IDLE));
+	return pp;
+}
+
+static pthread_once_t startonce = PTHREAD_ONCE_INIT;
+
+static void runtime_init_once(void)
+{
+	envinit();
+	allocinit();
+	stackinit();
+	netpollinit();
+	atomic_store(&coarsenow, nanotime());
+	atomic_store(&sched.lastpoll, nanotime());
+	sched.gomaxprocs = weftenv.maxprocs;
+	lock(&sched.lock);
+	for (int32_t i = weftenv.maxprocs - 1; i >= 0; i--) {
+		allp[i] = newp(i);
+		pidleput(allp[i]);
+	}
+	atomic_store(&nallp, weftenv.maxprocs);
+	unlock(&sched.lock);
+	sysmon_start();
+	atomic_store_explicit(&sched.started, 1, memory_order_release);
+}
+
+void runtime_start(void)
+{
+	pthread_once(&startonce, runtime_init_once);
+}
+
+void runtime_init(void)
+{
+	runtime_start();
+}
+
+int weft_maxprocs(int n)
+{
+	if (n < 0 || n > MAXPROCS) {
+		errno = EINVAL;
+		return -1;
+	}
+	runtime_ensure();
+	lock(&sched.lock);
+	int old = sched.gomaxprocs;
+	if (n == 0 || n == old) {
+		unlock(&sched.lock);
+		return old;
+	}
+	int32_t have = atomic_load(&nallp);
+	for (int32_t i = have; i < n; i++)
+		allp[i] = newp(i);
+	if (n > have)
+		atomic_store(&nallp, n);
+	/* Ps [0, n) live; [n, nallp) retired: their Ms give them up at the
+	 * next trip through the scheduler and stealers drain them. */
+	for (int32_t i = 0; i < atomic_load(&nallp); i++) {
+		struct p *pp = allp[i];
+		bool was = pp->retired;
+		pp->retired = i >= n;
+		if (was && !pp->retired && PSTATUS(atomic_load(&pp->state)) == P_IDLE)
+			pidleput(pp);
+		if (i >= old && i < n && i >= have)
+			pidleput(pp);
+	}
+	/* drop retired Ps from the idle list */
+	struct p **pl = &sched.pidle;
+	while (*pl) {
+		if ((*pl)->retired) {
+			*pl = (*pl)->link;
+			atomic_fetch_sub(&sched.npidle, 1);
+		} else {
+			pl = &(*pl)->link;
+		}
+	}
+	sched.gomaxprocs = n;
+	unlock(&sched.lock);
+	wakep();
+	return old;
+}
+
+/* ---- weft_main ------------------------------------------------------------- */
+
+struct mainarg {
+	int (*fn)(int, char **);
+	int argc;
+	char **argv;
+	int ret;
+	weft_wg_t wg;
+};
+
+static void mainwrap(void *arg)
+{
+	struct mainarg *a = arg;
+	a->ret = a->fn(a->argc, a->argv);
+	weft_wg_done(&a->wg);
+}
+
+int weft_main(int (*fn)(int, char **), int argc, char **argv)
+{
+	if (!fn) {
+		errno = EINVAL;
+		return -1;
+	}
+	struct mainarg a = { .fn = fn, .argc = argc, .argv = argv, .wg = WEFT_WG_INIT };
+	weft_wg_add(&a.wg, 1);
+	if (weft_go(mainwrap, &a) < 0)
+		return -1;
+	weft_wg_wait(&a.wg);
+	return a.ret;
+}

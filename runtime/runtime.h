@@ -1,0 +1,423 @@
+/*
+ * runtime.h - weft's internal model: G (green thread), M (OS thread),
+ * P (processor: the right to run Gs), and the scheduler that binds them.
+ *
+ * Names follow Go's runtime (proc.go, runtime2.go): runq, runnext,
+ * gopark/goready, entersyscall/exitsyscall, handoffp, sysmon.  Read
+ * docs/design.md first; this header states the invariants.
+ */
+#ifndef WEFT_RUNTIME_H
+#define WEFT_RUNTIME_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+
+#include "weft.h"
+#include "../arch/ctx.h"
+
+#define MAXPROCS 1024
+#define RUNQ_SIZE 256 /* local run queue ring; power of two */
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define HIDDEN __attribute__((visibility("hidden")))
+
+struct g;
+struct m;
+struct p;
+
+/* ---- locks and notes (lock.c) ---------------------------------------- */
+
+/* A short-term mutex for runtime data: spins briefly, then futex-waits.
+ * Held only for a few instructions; never across a park. */
+struct lock {
+	_Atomic uint32_t key; /* 0 free, 1 held, 2 held with sleepers */
+};
+void lock(struct lock *l);
+void unlock(struct lock *l);
+
+/* A one-shot wakeup for an OS thread: notesleep blocks until
+ * notewakeup; noteclear re-arms.  One sleeper, one waker. */
+struct note {
+	_Atomic uint32_t key; /* 0 armed, 1 woken */
+};
+void noteclear(struct note *n);
+void notewakeup(struct note *n);
+void notesleep(struct note *n);
+bool notetsleep(struct note *n, int64_t ns); /* false on timeout */
+
+int64_t nanotime(void); /* CLOCK_MONOTONIC, ns */
+_Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+long rawsyscall6(long n, long a, long b, long c, long d, long e, long f);
+
+/* ---- stacks (stack.c) ------------------------------------------------ */
+
+enum stackkind {
+	STACK_GUARD,     /* PROT_NONE page below lo */
+	STACK_CANARY,    /* canary words below lo, checked at every switch */
+	STACK_SEGMENTED, /* gcc split-stack segments (splitstack.c) */
+	STACK_THREAD,    /* an OS thread's own stack (g0) */
+};
+
+struct stackchunk;
+struct stack {
+	char *lo;                 /* lowest usable byte */
+	char *hi;                 /* one past the highest usable byte (16-aligned) */
+	struct stackchunk *chunk; /* mapping it was carved from */
+	uint32_t slot;            /* index in the chunk */
+	uint8_t kind;             /* enum stackkind */
+};
+
+int stackalloc(struct p *pp, struct stack *s, size_t size);
+void stackfree(struct p *pp, struct stack *s);
+bool stackcanary_ok(const struct stack *s);
+void stackinit(void);
+void stack_overflow(struct g *gp);                /* fatal report */
+void stack_sigaltstack(struct m *m);              /* per-M signal stack */
+size_t stacksize(const struct stack *s);
+
+/* ---- G ---------------------------------------------------------------- */
+
+enum gstatus {
+	G_IDLE,     /* just allocated, not yet initialised */
+	G_RUNNABLE, /* on a run queue, not running */
+	G_RUNNING,  /* running on an M (user code or runtime) */
+	G_WAITING,  /* parked; some other party will goready it */
+	G_SYSCALL,  /* in a blocking call between entersyscall/exitsyscall */
+	G_DEAD,     /* exited; on a free list */
+};
+
+/* Why a G is parked (for dumps); keep waitreasons[] in proc.c in step. */
+enum waitreason {
+	W_NONE,
+	W_SLEEP,
+	W_WAITGROUP,
+	W_CHAN_SEND,
+	W_CHAN_RECV,
+	W_SELECT,
+	W_SELECT_NOCASES,
+	W_MUTEX,
+	W_RWLOCK_R,
+	W_RWLOCK_W,
+	W_COND,
+	W_SEMA,
+	W_ONCE,
+	W_IO_READ,
+	W_IO_WRITE,
+	W_POLL,
+	W_JOIN,
+	W_LOCKED_THREAD,
+	W_NREASONS
+};
+extern const char *const waitreasons[W_NREASONS];
+
+struct g {
+	void *sp;                 /* saved stack pointer while switched out */
+	struct stack stack;       /* this G's stack */
+	_Atomic uint32_t status;  /* enum gstatus; written by the owner M */
+	uint8_t waitreason;       /* enum waitreason while G_WAITING */
+	uint8_t blocking;         /* parked on something outside the runtime (netpoll, plain thread) */
+	uint16_t lockcount;       /* weft_lock_thread nesting */
+	int errno_save;           /* errno while switched out */
+	int32_t rtdepth;          /* > 0 while inside the runtime (P held as P_RUNNING) */
+	_Atomic uint64_t waitstate; /* (park seq << 2) | 0 waiting, 1 woken, 2 timed out */
+	int64_t id;               /* > 0, unique for the process lifetime */
+	void (*fn)(void *);       /* entry function */
+	void *arg;                /* its argument */
+	struct g *schedlink;      /* next in the global run queue or a free list */
+	struct m *lockedm;        /* M this G is locked to, or NULL */
+	uintptr_t param;          /* value passed by the waker to the parked G */
+	int64_t waitsince;        /* nanotime() when parked, for dumps */
+	struct timer *timer;      /* reusable sleep timer, allocated on first use */
+	void *waiting;            /* the waiter record this G is parked on */
+	char *name;               /* from weft_attr_t, or NULL */
+	void *tls;                /* per-G keys (preload shim) */
+	void *splitctx;           /* split-stack context (splitstack.c) */
+	void *asan_fake;          /* ASan fake stack while switched out */
+	void *tsan_fiber;         /* TSan fiber */
+	unsigned valgrind_id;     /* valgrind stack id */
+};
+
+/* ---- M ---------------------------------------------------------------- */
+
+struct m {
+	void *g0sp;               /* saved sp of this M's scheduler context */
+	struct g *curg;           /* G running on this M, or NULL on g0 */
+	struct p *p;              /* attached P, or NULL (see p->state) */
+	struct p *nextp;          /* P handed over by the M that woke us */
+	struct g *nextg;          /* locked G handed over with nextp (startlockedm) */
+	int64_t id;               /* > 0 */
+	struct note park;         /* sleeps here when idle (stopm) */
+	bool spinning;            /* looking for work, counted in sched.nmspinning */
+	bool isg0;                /* true while the scheduler context runs */
+	struct m *schedlink;      /* next on the idle M list */
+	struct m *alllink;        /* next on allm */
+	struct g *lockedg;        /* G locked to this M (weft_lock_thread), or NULL */
+	/* After a switch, the new context runs afterfn(aftergp, afterarg)
+	 * on behalf of the G it switched away from (gopark's unlock). */
+	bool (*afterfn)(struct g *gp, void *arg);
+	struct g *aftergp;        /* G switched away from */
+	void *afterarg;
+	void *g0lo, *g0hi;        /* the OS thread's own stack (for sanitizers, dumps) */
+	void *g0asan_fake;        /* ASan fake stack of g0 */
+	void *g0tsan;             /* TSan fiber of g0 */
+	uint32_t fastrand;        /* xorshift state */
+	int tid;                  /* kernel thread id */
+	pthread_t thread;         /* the OS thread */
+	int64_t syscallwhen;      /* nanotime at entersyscall, for dumps */
+	void *altstack;           /* signal stack for overflow reports */
+};
+
+/* ---- P ---------------------------------------------------------------- */
+
+enum pstatus {
+	P_IDLE,    /* on the idle list or being handed over; no owner */
+	P_RUNNING, /* owner M is in the runtime (scheduler or runtime call) */
+	P_USER,    /* owner M is running G code; sysmon may retake after 10 ms */
+	P_SYSCALL, /* owner M is in a blocking call; sysmon may retake after 20 us */
+};
+
+/* p->state packs the owner M's id with the status so that an M whose P
+ * was retaken can never CAS it back after it was given to another M. */
+#define PSTATE(mid, st) (((uint64_t)(mid) << 8) | (uint64_t)(st))
+#define PSTATUS(s) ((uint32_t)((s) & 0xff))
+
+struct timer;
+
+struct p {
+	_Atomic uint64_t state;   /* PSTATE(owner m id, enum pstatus) */
+	int32_t id;               /* index in allp */
+	uint32_t schedtick;       /* incremented at every G switch-in; read by sysmon */
+	_Atomic uint32_t syscalltick; /* incremented at every exitsyscall */
+	struct m *m;              /* owner M (valid while state is not P_IDLE) */
+	struct p *link;           /* next on the idle P list */
+
+	/* Local run queue: the owner pushes at tail and pops at head;
+	 * stealers pop at head with CAS.  Lock-free ring as in Go. */
+	_Atomic uint32_t runqhead;
+	_Atomic uint32_t runqtail;
+	struct g *_Atomic runq[RUNQ_SIZE];
+	/* A G readied by the running G runs next, inheriting the time
+	 * slice.  Owner writes; stealers take it only as a last resort. */
+	struct g *_Atomic runnext;
+
+	struct g *gfree;          /* dead Gs with their stacks, for reuse */
+	int32_t gfreecnt;
+	struct stack stackcache[32]; /* default-size stacks without a G */
+	int32_t nstackcache;
+
+	int64_t goidcache, goidcacheend; /* G ids reserved for this P */
+	unsigned tcache;          /* jemalloc thread cache of this P */
+
+	/* Timers: 4-ary min-heap ordered by when.  The owner and idle Ms
+	 * running this P's timers take timerslock. */
+	struct lock timerslock;
+	struct timer **timers;
+	int32_t ntimers, captimers;
+	_Atomic int64_t timer0when; /* earliest when, 0 if none (for lock-free peeks) */
+
+	bool retired;             /* id >= gomaxprocs after weft_maxprocs shrank */
+	_Atomic bool preempt;     /* sysmon: the running G has had 10 ms; yield at the next runtime call */
+	/* sysmon's view, touched only by sysmon */
+	uint32_t sm_schedtick, sm_syscalltick;
+	int64_t sm_when;
+};
+
+/* ---- scheduler globals ------------------------------------------------- */
+
+struct sched {
+	struct lock lock;             /* protects idle lists, global runq, gfree */
+	struct m *midle;              /* idle Ms */
+	int32_t nmidle;
+	_Atomic int32_t mcount;       /* Ms created */
+	_Atomic int32_t nmspinning;   /* Ms looking for work */
+	struct p *pidle;              /* idle Ps */
+	_Atomic int32_t npidle;
+	struct g *runqhead, *runqtail; /* global run queue */
+	_Atomic int32_t runqsize;
+	struct g *gfree;              /* global free Gs */
+	int32_t ngfree;
+	_Atomic int64_t goidgen;      /* last G id handed out */
+	_Atomic int64_t ngs;          /* live Gs (created, not yet dead) */
+	_Atomic int32_t sysmonwait;   /* sysmon sleeps on sysmonnote */
+	struct note sysmonnote;
+	_Atomic int64_t lastpoll;     /* nanotime of last netpoll; 0 while an M blocks in it */
+	_Atomic int64_t polluntil;    /* when the blocked poller will wake */
+	_Atomic int32_t started;      /* runtime initialised */
+	int32_t gomaxprocs;           /* active Ps */
+};
+
+extern struct sched sched;
+extern struct p *allp[MAXPROCS];
+extern struct m *_Atomic allm;
+
+/* The M running on this OS thread; NULL for plain threads. Initial-exec
+ * TLS: always read through %fs, so it stays right after a G migrates. */
+extern __thread struct m *tls_m __attribute__((tls_model("initial-exec")));
+
+static inline struct m *getm(void)
+{
+	return tls_m;
+}
+
+/* The running G, or NULL on a plain thread or the scheduler context. */
+static inline struct g *getg(void)
+{
+	struct m *m = tls_m;
+	return m ? m->curg : NULL;
+}
+
+/* ---- proc.c ----------------------------------------------------------- */
+
+void runtime_init(void);
+static inline void runtime_ensure(void)
+{
+	extern void runtime_start(void);
+	if (unlikely(!atomic_load_explicit(&sched.started, memory_order_acquire)))
+		runtime_start();
+}
+
+/* Park the running G.  After it is off its stack, unlockf(gp, arg) runs;
+ * if it returns false the G is readied again at once.  Whoever wakes it
+ * later calls goready.  Must be called on a G. */
+void gopark(bool (*unlockf)(struct g *gp, void *arg), void *arg, int reason);
+/* Make a parked G runnable (on the current P if any, else globally). */
+void goready(struct g *gp);
+/* Leave / re-enter user code around a call that may block the OS thread:
+ * sysmon hands the P to another M if the call takes longer than 20 us. */
+void entersyscall(void);
+void exitsyscall(void);
+/* Like entersyscall, but hand the P off at once (known to block long). */
+void entersyscallblock(void);
+
+/* Runtime entry from user code on a G: reacquire this M's P. */
+void enterruntime(struct m *m);
+/* Return to user code on a G. */
+void leaveruntime(struct m *m);
+/* Bracket runtime work that may touch P-local state from any context:
+ * on a G it reacquires the P (nesting is cheap); elsewhere a no-op.
+ * Returns the M (NULL on a plain thread). */
+static inline struct m *rt_enter(void)
+{
+	struct m *m = tls_m;
+	if (m && m->curg && m->curg->rtdepth++ == 0)
+		enterruntime(m);
+	return m;
+}
+static inline void rt_leave(void)
+{
+	struct m *m = tls_m;
+	if (m && m->curg && --m->curg->rtdepth == 0)
+		leaveruntime(m);
+}
+extern _Atomic int64_t coarsenow; /* nanotime, refreshed by sysmon and the scheduler */
+
+void handoffp(struct p *pp);
+void wakep(void);
+void injectglist(struct g *list);
+struct p *pidleget(void);
+void pidleput(struct p *pp);
+void globrunqput(struct g *gp);
+void runqput(struct p *pp, struct g *gp, bool next);
+struct g *runqget(struct p *pp, bool *inherit);
+bool runqempty(struct p *pp);
+struct g *runqsteal(struct p *pp, struct p *victim, bool stealrunnext);
+struct g *globrunqget(struct p *pp, int32_t max);
+
+uint32_t fastrand(void);
+void forEachG(void (*fn)(struct g *gp, void *arg), void *arg);
+
+/* ---- timers (timer.c) -------------------------------------------------- */
+
+struct timer {
+	int64_t when;              /* nanotime at which to fire */
+	void (*f)(void *arg, uintptr_t seq); /* runs on an M with a P, without locks held */
+	void *arg;
+	uintptr_t seq;
+	struct p *pp;              /* heap it is on, or NULL */
+	int32_t idx;               /* index in pp->timers, -1 if not queued */
+};
+
+void addtimer(struct timer *t);          /* on the current P (or P 0) */
+bool deltimer(struct timer *t);          /* true if it was queued (had not fired) */
+int64_t checktimers(struct p *pp, int64_t now); /* run due timers; returns next when or 0 */
+int64_t earliest_timer(void);            /* min over all Ps, 0 if none */
+void wakenetpoller(int64_t when);
+
+/* ---- netpoll.c ---------------------------------------------------------- */
+
+void netpollinit(void);
+struct g *netpoll(int64_t delay);        /* Gs made ready; delay <0 block, 0 poll */
+void netpollbreak(void);
+bool netpollinited(void);
+extern _Atomic int32_t netpollwaiters;   /* Gs parked on fds */
+
+/* ---- sysmon.c ----------------------------------------------------------- */
+
+void sysmon_start(void);
+void sysmon_wake(void);
+
+/* ---- alloc.c ------------------------------------------------------------ */
+
+void *rtalloc(size_t size);              /* zeroed; NULL on ENOMEM */
+void rtfree(void *ptr);
+unsigned rt_tcache_create(void);
+void allocinit(void);
+
+/* ---- env.c -------------------------------------------------------------- */
+
+struct weftenv {
+	int maxprocs;          /* WEFT_MAXPROCS or CPUs available */
+	size_t stacksize;      /* WEFT_STACK_SIZE */
+	int stackkind;         /* WEFT_STACK: guarded/segmented */
+	int64_t schedtrace_ms; /* WEFT_DEBUG=schedtrace=N */
+	bool sigquit_continue; /* WEFT_DEBUG=sigquit=continue */
+};
+extern struct weftenv weftenv;
+void envinit(void);
+int parse_size(const char *s, size_t *out); /* "64K", "1M", "8M", bytes */
+
+/* ---- waiters (sema.c): parking that works for Gs and plain threads ----- */
+
+/* One blocked party: a G (parks) or a plain thread (futex). */
+struct waiter {
+	struct g *g;           /* the parked G, or NULL for a plain thread */
+	uint64_t seq;          /* G: its park sequence number for this wait */
+	struct note note;      /* plain thread: sleeps here */
+	_Atomic uint32_t done; /* plain thread: 0 waiting, 1 woken, 2 timed out */
+	bool queued;           /* on the primitive's queue (primitive's lock) */
+	struct waiter *next;   /* queue links, owned by the primitive's lock */
+	struct waiter *prev;
+	void *elem;            /* data slot (channels) */
+	uintptr_t ticket;      /* primitive-specific */
+	int64_t since;         /* nanotime when it started waiting */
+	int32_t result;        /* primitive-specific outcome, set by the waker */
+	void *sel;             /* select: the shared select record */
+};
+
+/*
+ * The one park/ready protocol for every blocking primitive, for Gs and
+ * plain threads alike:
+ *   waiter:  lock(prim); queue w; waiter_block(w, unlock_prim, prim, reason, deadline)
+ *   waker:   lock(prim); dequeue w; if (waiter_claim(w)) {...; unlock(prim); waiter_wake(w);}
+ *            (if the claim fails, w timed out: take the next waiter)
+ * waiter_block returns true if woken, false if the deadline passed; on
+ * false the primitive locks and removes w if still queued.  unlockf runs
+ * once the caller is committed to sleep (for a G: off its stack).
+ * deadline is absolute nanotime(), or < 0 for none.
+ */
+void waiter_init(struct waiter *w);   /* binds w to the caller (G or thread) */
+bool waiter_block(struct waiter *w, void (*unlockf)(void *arg), void *arg,
+		  int reason, int64_t deadline);
+bool waiter_claim(struct waiter *w);
+void waiter_wake(struct waiter *w);
+
+/* spin lock for public types whose layout users see (uint32_t word) */
+void spinlock(uint32_t *l);
+void spinunlock(uint32_t *l);
+
+#endif /* WEFT_RUNTIME_H */

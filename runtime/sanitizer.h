@@ -1,0 +1,101 @@
+/*
+ * sanitizer.h - telling ASan, TSan and valgrind about G stacks.
+ * Compiled to nothing unless the build enables them (make SAN=...,
+ * make VALGRIND=1).  Every switch announces itself: ASan must know which
+ * stack is live (__sanitizer_start/finish_switch_fiber), TSan which fiber
+ * runs, valgrind where the stacks are.
+ */
+#ifndef WEFT_SANITIZER_H
+#define WEFT_SANITIZER_H
+
+#include "runtime.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define WEFT_ASAN 1
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define WEFT_TSAN 1
+#endif
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define WEFT_ASAN 1
+#endif
+#if __has_feature(thread_sanitizer)
+#define WEFT_TSAN 1
+#endif
+#endif
+
+#ifdef WEFT_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+#ifdef WEFT_TSAN
+void *__tsan_get_current_fiber(void);
+void *__tsan_create_fiber(unsigned flags);
+void __tsan_destroy_fiber(void *fiber);
+void __tsan_switch_to_fiber(void *fiber, unsigned flags);
+#endif
+#ifdef WEFT_VALGRIND
+#include <valgrind/valgrind.h>
+#endif
+
+static inline void san_thread_start(struct m *m)
+{
+	(void)m;
+#ifdef WEFT_TSAN
+	m->g0tsan = __tsan_get_current_fiber();
+#endif
+}
+
+static inline void san_gcreate(struct g *gp)
+{
+	(void)gp;
+	gp->asan_fake = NULL;
+#ifdef WEFT_TSAN
+	if (!gp->tsan_fiber)
+		gp->tsan_fiber = __tsan_create_fiber(0);
+#endif
+#ifdef WEFT_VALGRIND
+	if (!gp->valgrind_id)
+		gp->valgrind_id = VALGRIND_STACK_REGISTER(gp->stack.lo, gp->stack.hi);
+#endif
+}
+
+static inline void san_gdestroy(struct g *gp)
+{
+	(void)gp;
+#ifdef WEFT_VALGRIND
+	if (gp->valgrind_id) {
+		VALGRIND_STACK_DEREGISTER(gp->valgrind_id);
+		gp->valgrind_id = 0;
+	}
+#endif
+}
+
+/* Before weft_ctx_switch from 'from' (NULL: g0) to 'to' (NULL: g0). */
+static inline void san_switch_start(struct m *m, struct g *from, struct g *to)
+{
+	(void)m, (void)from, (void)to;
+#ifdef WEFT_ASAN
+	void **save = from ? &from->asan_fake : &m->g0asan_fake;
+	if (from && atomic_load_explicit(&from->status, memory_order_relaxed) == G_DEAD)
+		save = NULL; /* never resumed: let ASan drop its fake stack */
+	const void *lo = to ? (const void *)to->stack.lo : m->g0lo;
+	size_t sz = to ? (size_t)(to->stack.hi - to->stack.lo)
+		       : (size_t)((char *)m->g0hi - (char *)m->g0lo);
+	__sanitizer_start_switch_fiber(save, lo, sz);
+#endif
+#ifdef WEFT_TSAN
+	__tsan_switch_to_fiber(to ? to->tsan_fiber : m->g0tsan, 0);
+#endif
+}
+
+/* Right after a switch, in the context that was resumed ('self', NULL: g0). */
+static inline void san_switch_finish(struct m *m, struct g *self)
+{
+	(void)m, (void)self;
+#ifdef WEFT_ASAN
+	__sanitizer_finish_switch_fiber(self ? self->asan_fake : m->g0asan_fake, NULL, NULL);
+#endif
+}
+
+#endif

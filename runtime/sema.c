@@ -1,0 +1,222 @@
+/*
+ * sema.c - the one park/ready path that every blocking primitive uses,
+ * for Gs and plain OS threads alike (protocol in runtime.h), and the
+ * wait group built on it.
+ *
+ * A G's wait is identified by g->waitstate = (seq << 2) | state, bumped at
+ * every wait: a waker's claim and a deadline timer's expiry are both CAS
+ * on that word with the wait's seq, so exactly one wins, and a stale
+ * timer from an earlier wait can never end a later one.  The word lives
+ * in the G descriptor (never freed), not on the stack, so a timer that
+ * lost the race may still touch it safely.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <time.h>
+
+#include "runtime.h"
+
+enum { WS_WAIT = 0, WS_WOKEN = 1, WS_TIMEDOUT = 2 };
+
+void waiter_init(struct waiter *w)
+{
+	w->g = getg();
+	w->queued = false;
+	w->next = w->prev = NULL;
+	w->result = 0;
+	w->sel = NULL;
+	atomic_store_explicit(&w->done, WS_WAIT, memory_order_relaxed);
+	noteclear(&w->note);
+	if (w->g) {
+		uint64_t seq = (atomic_load_explicit(&w->g->waitstate, memory_order_relaxed) >> 2) + 1;
+		w->seq = seq;
+		atomic_store_explicit(&w->g->waitstate, seq << 2, memory_order_relaxed);
+	}
+}
+
+/* Under the primitive's lock: take w's wakeup for ourselves.  acq_rel:
+ * the waker's writes (result, elem) happen before the woken side reads. */
+bool waiter_claim(struct waiter *w)
+{
+	if (w->g) {
+		uint64_t want = w->seq << 2 | WS_WAIT;
+		return atomic_compare_exchange_strong_explicit(&w->g->waitstate, &want,
+							       w->seq << 2 | WS_WOKEN,
+							       memory_order_acq_rel,
+							       memory_order_relaxed);
+	}
+	uint32_t want = WS_WAIT;
+	return atomic_compare_exchange_strong_explicit(&w->done, &want, WS_WOKEN,
+						       memory_order_acq_rel, memory_order_relaxed);
+}
+
+void waiter_wake(struct waiter *w)
+{
+	if (w->g)
+		goready(w->g);
+	else
+		notewakeup(&w->note);
+}
+
+/* Deadline timer of a parked G: arg is the G, seq its wait. */
+static void waiter_timeout(void *arg, uintptr_t seq)
+{
+	struct g *gp = arg;
+	uint64_t want = (uint64_t)seq << 2 | WS_WAIT;
+	if (atomic_compare_exchange_strong_explicit(&gp->waitstate, &want,
+						    (uint64_t)seq << 2 | WS_TIMEDOUT,
+						    memory_order_acq_rel, memory_order_relaxed))
+		goready(gp);
+}
+
+struct parkctx {
+	void (*unlockf)(void *);
+	void *arg;
+	int64_t deadline;
+};
+
+/* Runs off the G's stack: arm the deadline first (the G is safely
+ * parked), then let wakers in. */
+static bool waiter_commit(struct g *gp, void *arg)
+{
+	struct parkctx *pc = arg;
+	if (pc->deadline >= 0) {
+		struct timer *t = gp->timer;
+		t->when = pc->deadline;
+		t->f = waiter_timeout;
+		t->arg = gp;
+		t->seq = (uintptr_t)(atomic_load_explicit(&gp->waitstate, memory_order_relaxed) >> 2);
+		addtimer(t);
+	}
+	if (pc->unlockf)
+		pc->unlockf(pc->arg);
+	return true;
+}
+
+bool waiter_block(struct waiter *w, void (*unlockf)(void *), void *arg, int reason,
+		  int64_t deadline)
+{
+	w->since = atomic_load_explicit(&coarsenow, memory_order_relaxed);
+	struct g *gp = w->g;
+	if (gp) {
+		if (deadline >= 0 && !gp->timer) {
+			gp->timer = rtalloc(sizeof *gp->timer);
+			if (!gp->timer)
+				fatal("out of memory allocating a timer");
+			gp->timer->idx = -1;
+		}
+		struct parkctx pc = { unlockf, arg, deadline };
+		gp->waiting = w;
+		gopark(waiter_commit, &pc, reason);
+		gp->waiting = NULL;
+		uint64_t st = atomic_load_explicit(&gp->waitstate, memory_order_acquire) & 3;
+		if (deadline >= 0 && st == WS_WOKEN)
+			deltimer(gp->timer);
+		return st == WS_WOKEN;
+	}
+	/* plain OS thread: sleep on the note */
+	if (unlockf)
+		unlockf(arg);
+	if (deadline < 0) {
+		notesleep(&w->note);
+		return true;
+	}
+	int64_t left = deadline - nanotime();
+	if (notetsleep(&w->note, left > 0 ? left : 0))
+		return true;
+	uint32_t want = WS_WAIT;
+	if (atomic_compare_exchange_strong_explicit(&w->done, &want, WS_TIMEDOUT,
+						    memory_order_acq_rel, memory_order_relaxed))
+		return false;
+	notesleep(&w->note); /* claimed just now: the wake is on its way */
+	return true;
+}
+
+/* ---- sleeping ---------------------------------------------------------- */
+
+int weft_sleep(int64_t ns)
+{
+	if (ns < 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (!getg()) {
+		struct timespec ts = { ns / 1000000000, ns % 1000000000 };
+		while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
+			;
+		return 0;
+	}
+	if (ns == 0) {
+		weft_yield();
+		return 0;
+	}
+	int e = errno;
+	int64_t deadline = nanotime() + ns;
+	struct waiter w;
+	waiter_init(&w);
+	while (waiter_block(&w, NULL, NULL, W_SLEEP, deadline))
+		waiter_init(&w); /* nobody else wakes a sleeper; be safe anyway */
+	errno = e;
+	return 0;
+}
+
+/* ---- wait group ---------------------------------------------------------- */
+
+static void wgunlock(void *arg)
+{
+	spinunlock(&((weft_wg_t *)arg)->_lock);
+}
+
+void weft_wg_add(weft_wg_t *wg, int64_t delta)
+{
+	spinlock(&wg->_lock);
+	/* relaxed: the lock orders it; atomic only for lock-free readers */
+	int64_t c = __atomic_add_fetch(&wg->_count, delta, __ATOMIC_RELAXED);
+	if (c < 0) {
+		spinunlock(&wg->_lock);
+		fatal("negative weft_wg counter (more done than add)");
+	}
+	struct waiter *list = NULL;
+	if (c == 0) {
+		list = wg->_waiters;
+		wg->_waiters = NULL;
+	}
+	/* claim under the lock; wake after it */
+	struct waiter *wake = NULL;
+	while (list) {
+		struct waiter *w = list;
+		list = w->next;
+		w->queued = false;
+		if (waiter_claim(w)) {
+			w->next = wake;
+			wake = w;
+		}
+	}
+	spinunlock(&wg->_lock);
+	while (wake) {
+		struct waiter *w = wake;
+		wake = w->next;
+		waiter_wake(w);
+	}
+}
+
+void weft_wg_done(weft_wg_t *wg)
+{
+	weft_wg_add(wg, -1);
+}
+
+void weft_wg_wait(weft_wg_t *wg)
+{
+	spinlock(&wg->_lock);
+	if (__atomic_load_n(&wg->_count, __ATOMIC_RELAXED) == 0) {
+		spinunlock(&wg->_lock);
+		return;
+	}
+	struct waiter w;
+	waiter_init(&w);
+	w.next = wg->_waiters;
+	w.queued = true;
+	wg->_waiters = &w;
+	waiter_block(&w, wgunlock, wg, W_WAITGROUP, -1);
+}

@@ -1,0 +1,354 @@
+/*
+ * stack.c - G stacks: mmap'd, lazily committed, pooled, overflow-checked.
+ *
+ * Stacks are carved from chunks: one mmap holds many equal slots.  Only
+ * the top page of a new stack is committed up front (MADV_POPULATE_WRITE,
+ * ~0.7 us here versus 11-21 us for a first-touch fault); the rest costs
+ * memory only once touched.
+ *
+ * Overflow is never silent.  Every guard page splits a mapping, and the
+ * kernel allows vm.max_map_count (65530) mappings per process, so:
+ *   guard chunk:  [guard|stack][guard|stack]...   while the budget lasts
+ *   canary chunk: [guard][stack][stack]...        afterwards
+ * In a canary chunk the top CANARY bytes of each slot hold a canary for
+ * the slot above (the next stack grows down into it); it lives in a page
+ * that is resident anyway, so it costs no memory, and it is checked
+ * every time the G switches out.  The first slot of a canary chunk sits
+ * on the chunk's guard page.  A guard-page hit is caught by the SIGSEGV
+ * handler running on the M's signal stack.
+ *
+ * Free stacks go to a per-P cache (default size only), then back to
+ * their chunk.  When more than POOL_BUDGET stacks are free, a freed
+ * stack's pages below its top page go back to the kernel, and a chunk
+ * whose slots are all free is unmapped.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "runtime.h"
+
+#define PAGE 4096UL
+#define CANARY 64            /* bytes at a slot's top guarding the slot above */
+#define GUARD_CHUNK_SLOTS 16
+#define CANARY_CHUNK_SLOTS 256
+#define POOL_BUDGET 1024     /* free stacks kept with their pages */
+#define NCLASSES 8           /* distinct stack sizes pooled */
+#define ALTSTACK (64 * 1024)
+
+struct stackchunk {
+	char *base;                  /* the mapping */
+	size_t len;                  /* its length */
+	size_t slotlen;              /* bytes per slot (incl. guard page if any) */
+	struct stackpool *pool;      /* size class it belongs to */
+	uint32_t nslots;             /* capacity */
+	uint32_t ncarved;            /* slots handed out at least once */
+	uint32_t nfree;              /* entries in freeidx */
+	uint8_t kind;                /* STACK_GUARD or STACK_CANARY */
+	bool onlist;                 /* on pool->partial */
+	struct stackchunk *next, *prev; /* pool->partial: chunks with a slot to give */
+	uint32_t freeidx[];          /* free slot indices */
+};
+
+struct stackpool {
+	size_t usable;               /* usable bytes of each stack (key) */
+	struct stackchunk *partial;  /* chunks that can give a slot */
+	int64_t nfree;               /* free stacks in this class */
+};
+
+static struct lock stacklock;        /* pools, chunks, budgets */
+static struct stackpool pools[NCLASSES];
+static int npools;
+static long guard_budget;            /* guarded stacks we may still map */
+static uint64_t canaryval;           /* per-process random canary word */
+static size_t defusable;             /* default usable size */
+
+void stackinit(void)
+{
+	defusable = (weftenv.stacksize + PAGE - 1) & ~(PAGE - 1);
+	/* each guarded stack costs two mappings; leave half the budget to
+	 * the program, jemalloc and canary chunks */
+	long maxmaps = 65530;
+	FILE *f = fopen("/proc/sys/vm/max_map_count", "re");
+	if (f) {
+		if (fscanf(f, "%ld", &maxmaps) != 1)
+			maxmaps = 65530;
+		fclose(f);
+	}
+	guard_budget = maxmaps / 4;
+	const uint8_t *r = (const uint8_t *)getauxval(AT_RANDOM);
+	if (r)
+		memcpy(&canaryval, r + 8, sizeof canaryval);
+	canaryval ^= (uint64_t)nanotime() * 0x9e3779b97f4a7c15ULL;
+	canaryval |= 1; /* never all zero: a fresh page reads as zero */
+}
+
+size_t stacksize(const struct stack *s)
+{
+	return (size_t)(s->hi - s->lo);
+}
+
+static void writecanary(char *lo)
+{
+	uint64_t *w = (uint64_t *)(lo - CANARY);
+	for (int i = 0; i < CANARY / 8; i++)
+		w[i] = canaryval;
+}
+
+bool stackcanary_ok(const struct stack *s)
+{
+	const uint64_t *w = (const uint64_t *)(s->lo - CANARY);
+	/* the word nearest the stack is hit first; check two for safety */
+	return w[CANARY / 8 - 1] == canaryval && w[0] == canaryval;
+}
+
+static struct stackpool *poolfor(size_t usable)
+{
+	for (int i = 0; i < npools; i++)
+		if (pools[i].usable == usable)
+			return &pools[i];
+	if (npools == NCLASSES)
+		return NULL;
+	pools[npools].usable = usable;
+	return &pools[npools++];
+}
+
+static void listadd(struct stackpool *sp, struct stackchunk *c)
+{
+	c->prev = NULL;
+	c->next = sp->partial;
+	if (sp->partial)
+		sp->partial->prev = c;
+	sp->partial = c;
+	c->onlist = true;
+}
+
+static void listdel(struct stackpool *sp, struct stackchunk *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		sp->partial = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->onlist = false;
+}
+
+/* A new chunk for class sp; called with stacklock held. */
+static struct stackchunk *newchunk(struct stackpool *sp)
+{
+	bool guard = guard_budget >= GUARD_CHUNK_SLOTS;
+	uint32_t n = guard ? GUARD_CHUNK_SLOTS : CANARY_CHUNK_SLOTS;
+	if (sp->usable >= (8UL << 20))
+		n = guard ? 1 : 4; /* big stacks: don't reserve gigabytes at once */
+	size_t slotlen = sp->usable + CANARY + (guard ? PAGE : 0);
+	slotlen = (slotlen + PAGE - 1) & ~(PAGE - 1);
+	size_t len = (guard ? 0 : PAGE) + (size_t)n * slotlen;
+	struct stackchunk *c = rtalloc(sizeof *c + n * sizeof(uint32_t));
+	if (!c)
+		return NULL;
+	char *base = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+	if (base == MAP_FAILED) {
+		rtfree(c);
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (guard) {
+		for (uint32_t i = 0; i < n; i++)
+			mprotect(base + i * slotlen, PAGE, PROT_NONE);
+		guard_budget -= n;
+	} else {
+		mprotect(base, PAGE, PROT_NONE);
+	}
+	c->base = base;
+	c->len = len;
+	c->slotlen = slotlen;
+	c->pool = sp;
+	c->nslots = n;
+	c->kind = guard ? STACK_GUARD : STACK_CANARY;
+	listadd(sp, c);
+	return c;
+}
+
+static void slotbounds(struct stackchunk *c, uint32_t i, struct stack *s)
+{
+	char *slot = c->base + (c->kind == STACK_GUARD ? 0 : PAGE) + (size_t)i * c->slotlen;
+	s->hi = slot + c->slotlen - CANARY;
+	s->lo = s->hi - c->pool->usable;
+	s->chunk = c;
+	s->slot = i;
+	s->kind = (c->kind == STACK_CANARY && i > 0) ? STACK_CANARY : STACK_GUARD;
+}
+
+/* Take one stack of class sp; stacklock held. */
+static int takeslot(struct stackpool *sp, struct stack *s)
+{
+	struct stackchunk *c = sp->partial;
+	if (!c && !(c = newchunk(sp)))
+		return -1;
+	if (c->nfree > 0) {
+		slotbounds(c, c->freeidx[--c->nfree], s);
+		sp->nfree--;
+	} else {
+		uint32_t i = c->ncarved++;
+		slotbounds(c, i, s);
+		/* commit the top page now (initial frame, descriptor-sized use) */
+		char *top = s->hi + CANARY - PAGE;
+		if (madvise(top, PAGE, MADV_POPULATE_WRITE) != 0)
+			*(volatile char *)(s->hi - 1) = 0;
+		if (s->kind == STACK_CANARY)
+			writecanary(s->lo);
+	}
+	if (c->nfree == 0 && c->ncarved == c->nslots)
+		listdel(sp, c);
+	return 0;
+}
+
+/* Give one stack back to its chunk; stacklock held. */
+static void putslot(struct stack *s)
+{
+	struct stackchunk *c = s->chunk;
+	struct stackpool *sp = c->pool;
+	c->freeidx[c->nfree++] = s->slot;
+	sp->nfree++;
+	if (!c->onlist)
+		listadd(sp, c);
+	if (sp->nfree <= POOL_BUDGET)
+		return;
+	if (c->nfree == c->ncarved) {
+		/* every slot is free: give the whole mapping back */
+		listdel(sp, c);
+		sp->nfree -= c->nfree;
+		if (c->kind == STACK_GUARD)
+			guard_budget += c->nslots;
+		munmap(c->base, c->len);
+		rtfree(c);
+		return;
+	}
+	/* keep the top page: it holds the canary of the slot above */
+	char *top = s->hi + CANARY - PAGE;
+	if (top > s->lo)
+		madvise(s->lo, top - s->lo, MADV_DONTNEED);
+}
+
+int stackalloc(struct p *pp, struct stack *s, size_t size)
+{
+	size_t usable = size ? (size + 15) & ~(size_t)15 : defusable;
+	usable = (usable + PAGE - 1) & ~(PAGE - 1);
+	if (pp && usable == defusable && pp->nstackcache > 0) {
+		*s = pp->stackcache[--pp->nstackcache];
+		return 0;
+	}
+	lock(&stacklock);
+	struct stackpool *sp = poolfor(usable);
+	int r = -1;
+	if (sp) {
+		r = takeslot(sp, s);
+		/* refill this P's cache in one go */
+		while (r == 0 && pp && usable == defusable && pp->nstackcache < 16 &&
+		       (sp->partial && sp->partial->nfree > 0))
+			takeslot(sp, &pp->stackcache[pp->nstackcache++]);
+	} else {
+		errno = ENOMEM; /* too many distinct sizes: refuse rather than leak maps */
+	}
+	unlock(&stacklock);
+	return r;
+}
+
+void stackfree(struct p *pp, struct stack *s)
+{
+	if (!s->lo)
+		return;
+	if (pp && stacksize(s) == defusable &&
+	    pp->nstackcache < (int32_t)(sizeof pp->stackcache / sizeof pp->stackcache[0])) {
+		pp->stackcache[pp->nstackcache++] = *s;
+		s->lo = s->hi = NULL;
+		return;
+	}
+	lock(&stacklock);
+	putslot(s);
+	/* an over-full P cache spills half */
+	if (pp && stacksize(s) == defusable)
+		while (pp->nstackcache > 16)
+			putslot(&pp->stackcache[--pp->nstackcache]);
+	unlock(&stacklock);
+	s->lo = s->hi = NULL;
+}
+
+/* ---- overflow reporting ---------------------------------------------- */
+
+static void fmtsize(size_t n, char *buf, size_t len)
+{
+	if (n % (1UL << 20) == 0)
+		snprintf(buf, len, "%zuM", n >> 20);
+	else if (n % 1024 == 0)
+		snprintf(buf, len, "%zuK", n >> 10);
+	else
+		snprintf(buf, len, "%zu-byte", n);
+}
+
+void stack_overflow(struct g *gp)
+{
+	char sz[32];
+	fmtsize(stacksize(&gp->stack), sz, sizeof sz);
+	fatal("green thread %lld overflowed its %s stack (raise WEFT_STACK_SIZE)",
+	      (long long)gp->id, sz);
+}
+
+static struct sigaction oldsegv, oldbus;
+
+static void onfault(int sig, siginfo_t *si, void *uc)
+{
+	struct g *gp = getg();
+	if (gp && gp->stack.kind != STACK_SEGMENTED) {
+		char *a = si->si_addr;
+		/* a hit just below the stack: its guard page, or (first slot
+		 * of a canary chunk) the chunk's guard page */
+		if (a < gp->stack.lo && a >= gp->stack.lo - PAGE - CANARY)
+			stack_overflow(gp);
+	}
+	struct sigaction *old = sig == SIGSEGV ? &oldsegv : &oldbus;
+	if (old->sa_flags & SA_SIGINFO) {
+		old->sa_sigaction(sig, si, uc);
+		return;
+	}
+	if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
+		old->sa_handler(sig);
+		return;
+	}
+	/* default action: re-fault with the default disposition */
+	signal(sig, SIG_DFL);
+}
+
+/* Give this M a signal stack so that a guard-page hit can be reported
+ * (the faulting stack has no room left), and install the handler once. */
+void stack_sigaltstack(struct m *m)
+{
+	static _Atomic int installed;
+	if (!m->altstack) {
+		m->altstack = mmap(NULL, ALTSTACK, PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m->altstack == MAP_FAILED) {
+			m->altstack = NULL;
+			return;
+		}
+	}
+	stack_t ss = { .ss_sp = m->altstack, .ss_size = ALTSTACK, .ss_flags = 0 };
+	sigaltstack(&ss, NULL);
+	if (atomic_exchange(&installed, 1) == 0) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_sigaction = onfault;
+		sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGSEGV, &sa, &oldsegv);
+		sigaction(SIGBUS, &sa, &oldbus);
+	}
+}

@@ -1,0 +1,193 @@
+/*
+ * sysmon.c - the system monitor: an OS thread (not a G, holds no P) that
+ *   - retakes a P whose M has sat in a blocking call (P_SYSCALL) for
+ *     more than 20 us, or has run one G for more than 10 ms without a
+ *     switch (P_USER), and hands it to another M (handoffp);
+ *   - polls the network if nobody has for 10 ms;
+ *   - prints the schedtrace line (WEFT_DEBUG=schedtrace=<ms>).
+ * It sleeps 20 us between rounds while it finds work, backing off to
+ * 10 ms, and sleeps outright while every P is idle (acquirep wakes it).
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime.h"
+
+#define SYSCALL_RETAKE_NS (20 * 1000)
+#define HOG_RETAKE_NS (10 * 1000 * 1000)
+#define POLL_IDLE_NS (10 * 1000 * 1000)
+
+static void usleep_ns(int64_t ns)
+{
+	struct timespec ts = { ns / 1000000000, ns % 1000000000 };
+	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) != 0)
+		;
+}
+
+static bool haswork(struct p *pp, int64_t now)
+{
+	int64_t t0 = atomic_load(&pp->timer0when);
+	return !runqempty(pp) || (t0 && t0 <= now);
+}
+
+/* Returns how many Ps were retaken. */
+static int retake(int64_t now)
+{
+	int n = 0;
+	for (int32_t i = 0; i < MAXPROCS && allp[i]; i++) {
+		struct p *pp = allp[i];
+		uint64_t s = atomic_load(&pp->state);
+		uint32_t st = PSTATUS(s);
+		if (st == P_SYSCALL) {
+			uint32_t t = atomic_load_explicit(&pp->syscalltick, memory_order_relaxed);
+			if (pp->sm_syscalltick != t || pp->sm_when == 0) {
+				pp->sm_syscalltick = t;
+				pp->sm_when = now;
+				continue;
+			}
+			/* no other work and someone idle to take new work: let
+			 * it be, up to 10 ms, so sysmon can back off */
+			if (!haswork(pp, now) && atomic_load(&sched.runqsize) == 0 &&
+			    atomic_load(&sched.nmspinning) + atomic_load(&sched.npidle) > 0 &&
+			    now - pp->sm_when < HOG_RETAKE_NS)
+				continue;
+			if (now - pp->sm_when < SYSCALL_RETAKE_NS)
+				continue;
+		} else if (st == P_USER || st == P_RUNNING) {
+			uint32_t t = __atomic_load_n(&pp->schedtick, __ATOMIC_RELAXED);
+			if (pp->sm_schedtick != t || pp->sm_when == 0) {
+				pp->sm_schedtick = t;
+				pp->sm_when = now;
+				continue;
+			}
+			if (now - pp->sm_when < HOG_RETAKE_NS)
+				continue;
+			if (!haswork(pp, now) && atomic_load(&sched.runqsize) == 0)
+				continue; /* nobody is starved */
+			/* inside the runtime (a G spawning or sending in a loop
+			 * without ever switching): ask it to yield when it
+			 * leaves; in user code: take its P */
+			if (st == P_RUNNING) {
+				atomic_store_explicit(&pp->preempt, true, memory_order_relaxed);
+				continue;
+			}
+		} else {
+			pp->sm_when = 0;
+			continue;
+		}
+		if (atomic_compare_exchange_strong(&pp->state, &s, PSTATE(0, P_IDLE))) {
+			pp->sm_when = 0;
+			handoffp(pp);
+			n++;
+		}
+	}
+	return n;
+}
+
+static void schedtrace(int64_t now, int64_t start)
+{
+	char buf[4096];
+	int32_t nthreads = atomic_load(&sched.mcount) + 1; /* + sysmon */
+	int n = snprintf(buf, sizeof buf,
+			 "SCHED %lldms: gomaxprocs=%d idleprocs=%d threads=%d spinningthreads=%d "
+			 "idlethreads=%d runqueue=%d gs=%lld [",
+			 (long long)((now - start) / 1000000), sched.gomaxprocs,
+			 atomic_load(&sched.npidle), nthreads, atomic_load(&sched.nmspinning),
+			 sched.nmidle, atomic_load(&sched.runqsize),
+			 (long long)atomic_load(&sched.ngs));
+	for (int32_t i = 0; i < sched.gomaxprocs && allp[i] && n < (int)sizeof buf - 32; i++) {
+		struct p *pp = allp[i];
+		uint32_t len = atomic_load(&pp->runqtail) - atomic_load(&pp->runqhead);
+		n += snprintf(buf + n, sizeof buf - n, "%s%u", i ? " " : "", len);
+	}
+	n += snprintf(buf + n, sizeof buf - n, "]");
+	warn("%s", buf);
+}
+
+static void *sysmon(void *arg)
+{
+	(void)arg;
+	int64_t delay = 20 * 1000;
+	int idle = 0;
+	int64_t start = nanotime(), lasttrace = start;
+	for (;;) {
+		if (idle == 0)
+			delay = 20 * 1000;
+		else if (idle > 50)
+			delay *= 2;
+		if (delay > 10 * 1000 * 1000)
+			delay = 10 * 1000 * 1000;
+		usleep_ns(delay);
+		int64_t now = nanotime();
+		atomic_store_explicit(&coarsenow, now, memory_order_relaxed);
+
+		/* everything idle: sleep until a P is acquired (or the next
+		 * trace line is due) */
+		if (atomic_load(&sched.npidle) == sched.gomaxprocs) {
+			lock(&sched.lock);
+			if (atomic_load(&sched.npidle) == sched.gomaxprocs) {
+				noteclear(&sched.sysmonnote);
+				atomic_store(&sched.sysmonwait, 1);
+				unlock(&sched.lock);
+				int64_t t = weftenv.schedtrace_ms ? weftenv.schedtrace_ms * 1000000 : -1;
+				notetsleep(&sched.sysmonnote, t);
+				lock(&sched.lock);
+				atomic_store(&sched.sysmonwait, 0);
+				unlock(&sched.lock);
+				idle = 0;
+				now = nanotime();
+				atomic_store_explicit(&coarsenow, now, memory_order_relaxed);
+			} else {
+				unlock(&sched.lock);
+			}
+		}
+
+		int64_t last = atomic_load(&sched.lastpoll);
+		if (atomic_load(&netpollwaiters) > 0 && last != 0 && last + POLL_IDLE_NS < now &&
+		    atomic_compare_exchange_strong(&sched.lastpoll, &last, now)) {
+			struct g *list = netpoll(0);
+			injectglist(list);
+		}
+		if (retake(now))
+			idle = 0;
+		else
+			idle++;
+		if (weftenv.schedtrace_ms && now - lasttrace >= weftenv.schedtrace_ms * 1000000) {
+			lasttrace = now;
+			schedtrace(now, start);
+		}
+	}
+	return NULL;
+}
+
+static struct lock wakelock;
+
+void sysmon_wake(void)
+{
+	lock(&wakelock);
+	lock(&sched.lock);
+	if (atomic_load(&sched.sysmonwait)) {
+		atomic_store(&sched.sysmonwait, 0);
+		unlock(&sched.lock);
+		notewakeup(&sched.sysmonnote);
+	} else {
+		unlock(&sched.lock);
+	}
+	unlock(&wakelock);
+}
+
+void sysmon_start(void)
+{
+	extern int (*rt_pthread_create)(pthread_t *, const pthread_attr_t *,
+					void *(*)(void *), void *);
+	pthread_t t;
+	pthread_attr_t a;
+	pthread_attr_init(&a);
+	pthread_attr_setstacksize(&a, 256 * 1024);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	if (rt_pthread_create(&t, &a, sysmon, NULL) != 0)
+		fatal("cannot start sysmon");
+	pthread_attr_destroy(&a);
+}

@@ -1,0 +1,167 @@
+/*
+ * timer.c - per-P timers in a 4-ary min-heap ordered by 'when' (as Go's
+ * runtime/time.go).  Timers go on the P of the M that adds them; the
+ * owner runs due ones at each schedule, an idle M steals due ones from
+ * other Ps, and the one M blocked in the netpoller sleeps until the
+ * earliest 'when' over all Ps.  So an M with nothing to run sleeps until
+ * the next timer, never in a polling loop.
+ *
+ * t->pp is the heap a timer is on (NULL when not queued); it changes only
+ * under that heap's timerslock.  p->timer0when mirrors the heap's minimum
+ * for lock-free peeks.
+ */
+#define _GNU_SOURCE
+#include <string.h>
+
+#include "runtime.h"
+
+#define TPP(t) ((struct p *_Atomic *)&(t)->pp)
+
+static void siftup(struct timer **h, int32_t i)
+{
+	struct timer *t = h[i];
+	while (i > 0) {
+		int32_t parent = (i - 1) / 4;
+		if (t->when >= h[parent]->when)
+			break;
+		h[i] = h[parent];
+		h[i]->idx = i;
+		i = parent;
+	}
+	h[i] = t;
+	t->idx = i;
+}
+
+static void siftdown(struct timer **h, int32_t n, int32_t i)
+{
+	struct timer *t = h[i];
+	for (;;) {
+		int32_t c = 4 * i + 1;
+		if (c >= n)
+			break;
+		int32_t best = c;
+		for (int32_t k = c + 1; k < c + 4 && k < n; k++)
+			if (h[k]->when < h[best]->when)
+				best = k;
+		if (h[best]->when >= t->when)
+			break;
+		h[i] = h[best];
+		h[i]->idx = i;
+		i = best;
+	}
+	h[i] = t;
+	t->idx = i;
+}
+
+static void update0(struct p *pp)
+{
+	atomic_store(&pp->timer0when, pp->ntimers ? pp->timers[0]->when : 0);
+}
+
+/* Remove heap entry i; pp->timerslock held. */
+static void heapdel(struct p *pp, int32_t i)
+{
+	struct timer **h = pp->timers;
+	struct timer *t = h[i];
+	int32_t last = --pp->ntimers;
+	if (i != last) {
+		struct timer *moved = h[last];
+		h[i] = moved;
+		moved->idx = i;
+		siftdown(h, pp->ntimers, i);
+		siftup(h, moved->idx);
+	}
+	t->idx = -1;
+	atomic_store_explicit(TPP(t), NULL, memory_order_release);
+	update0(pp);
+}
+
+void addtimer(struct timer *t)
+{
+	struct m *m = getm();
+	struct p *pp = m ? m->p : NULL;
+	if (!pp)
+		fatal("addtimer without a P");
+	lock(&pp->timerslock);
+	if (pp->ntimers == pp->captimers) {
+		int32_t ncap = pp->captimers ? pp->captimers * 2 : 64;
+		struct timer **n = rtalloc(ncap * sizeof *n);
+		if (!n)
+			fatal("out of memory growing the timer heap");
+		if (pp->ntimers)
+			memcpy(n, pp->timers, pp->ntimers * sizeof *n);
+		rtfree(pp->timers);
+		pp->timers = n;
+		pp->captimers = ncap;
+	}
+	pp->timers[pp->ntimers] = t;
+	atomic_store_explicit(TPP(t), pp, memory_order_relaxed);
+	siftup(pp->timers, pp->ntimers++);
+	bool first = t->idx == 0;
+	update0(pp);
+	unlock(&pp->timerslock);
+	if (first)
+		wakenetpoller(t->when);
+}
+
+bool deltimer(struct timer *t)
+{
+	for (;;) {
+		struct p *pp = atomic_load_explicit(TPP(t), memory_order_acquire);
+		if (!pp)
+			return false;
+		lock(&pp->timerslock);
+		if (atomic_load_explicit(TPP(t), memory_order_relaxed) == pp) {
+			heapdel(pp, t->idx);
+			unlock(&pp->timerslock);
+			return true;
+		}
+		unlock(&pp->timerslock);
+	}
+}
+
+/* Run pp's due timers (on an M holding some P).  Returns the next when. */
+int64_t checktimers(struct p *pp, int64_t now)
+{
+	int64_t t0 = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
+	if (t0 == 0 || t0 > now)
+		return t0;
+	lock(&pp->timerslock);
+	while (pp->ntimers > 0 && pp->timers[0]->when <= now) {
+		struct timer *t = pp->timers[0];
+		void (*f)(void *, uintptr_t) = t->f;
+		void *arg = t->arg;
+		uintptr_t seq = t->seq;
+		heapdel(pp, 0);
+		unlock(&pp->timerslock);
+		f(arg, seq); /* t may be re-added or reused from here on */
+		lock(&pp->timerslock);
+	}
+	t0 = pp->ntimers ? pp->timers[0]->when : 0;
+	unlock(&pp->timerslock);
+	return t0;
+}
+
+int64_t earliest_timer(void)
+{
+	int64_t best = 0;
+	for (int32_t i = 0; i < MAXPROCS && allp[i]; i++) {
+		int64_t w = atomic_load(&allp[i]->timer0when);
+		if (w && (!best || w < best))
+			best = w;
+	}
+	return best;
+}
+
+/* A timer at 'when' was added: if the M blocked in the netpoller would
+ * sleep past it, break its sleep; if no M is polling, wake one. */
+void wakenetpoller(int64_t when)
+{
+	if (atomic_load(&sched.lastpoll) == 0) {
+		int64_t until = atomic_load(&sched.polluntil);
+		if (until == 0 || when < until)
+			netpollbreak();
+	} else {
+		wakep();
+	}
+}
