@@ -463,7 +463,10 @@ static void stopm(struct m *m)
 {
 	lock(&sched.lock);
 	mput(m);
+	bool allidle = atomic_load(&sched.npidle) == sched.gomaxprocs;
 	unlock(&sched.lock);
+	if (allidle && checkdead)
+		checkdead();
 	notesleep(&m->park);
 	noteclear(&m->park);
 	acquirep(m, m->nextp);

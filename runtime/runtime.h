@@ -248,6 +248,7 @@ struct sched {
 	_Atomic int64_t lastpoll;     /* nanotime of last netpoll; 0 while an M blocks in it */
 	_Atomic int64_t polluntil;    /* when the blocked poller will wake */
 	_Atomic int32_t started;      /* runtime initialised */
+	_Atomic int32_t nthreadwait;  /* plain OS threads blocked in waiter_block */
 	int32_t gomaxprocs;           /* active Ps */
 };
 
@@ -330,6 +331,10 @@ struct g *globrunqget(struct p *pp, int32_t max);
 
 uint32_t fastrand(void);
 void forEachG(void (*fn)(struct g *gp, void *arg), void *arg);
+
+/* Deadlock check (deadlock.c, Go's checkdead): called by an M that is
+ * about to sleep with every P idle.  Weak: absent until it is linked. */
+void checkdead(void) __attribute__((weak));
 
 /* ---- timers (timer.c) -------------------------------------------------- */
 

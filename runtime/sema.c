@@ -115,11 +115,15 @@ bool waiter_block(struct waiter *w, void (*unlockf)(void *), void *arg, int reas
 			deltimer(gp->timer);
 		return st == WS_WOKEN;
 	}
-	/* plain OS thread: sleep on the note */
+	/* plain OS thread: sleep on the note (counted for the deadlock check:
+	 * a thread blocked here cannot wake anyone) */
+	if (deadline < 0)
+		atomic_fetch_add(&sched.nthreadwait, 1);
 	if (unlockf)
 		unlockf(arg);
 	if (deadline < 0) {
 		notesleep(&w->note);
+		atomic_fetch_sub(&sched.nthreadwait, 1);
 		return true;
 	}
 	int64_t left = deadline - nanotime();
