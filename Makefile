@@ -36,7 +36,7 @@ HOOK_SRC := $(wildcard hook/*.c)
 ARCH_SRC := arch/x86_64/switch.S
 LIB_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o) $(HOOK_SRC:%.c=$(BUILD)/obj/%.o) \
 	$(ARCH_SRC:%.S=$(BUILD)/obj/%.o)
-HDRS := include/weft.h $(wildcard runtime/*.h) arch/ctx.h $(wildcard arch/x86_64/*.h)
+HDRS := include/weft.h $(wildcard runtime/*.h) $(wildcard hook/*.h) arch/ctx.h $(wildcard arch/x86_64/*.h)
 
 LIBS := -lm -ldl -lunwind -lunwind-x86_64
 SO := $(BUILD)/lib/libweft.so
@@ -102,4 +102,5 @@ install: all
 clean:
 	rm -rf build
 
--include bench/bench.mk
+include bench/peers.mk
+-include bench/weft.mk bench/hook.mk bench/bench.mk

@@ -73,6 +73,14 @@ WEFT_API int weft_maxprocs(int n);
 WEFT_API void weft_lock_thread(void);
 WEFT_API void weft_unlock_thread(void);
 
+/* Bracket a call that may block the OS thread and that weft does not
+ * hook (a raw system call, a blocking library): if it takes longer than
+ * 20 us, sysmon hands this G's P to another OS thread so the other Gs
+ * keep running (Go's entersyscall/exitsyscall).  No effect outside a G.
+ * errno is preserved by both. */
+WEFT_API void weft_blocking_enter(void);
+WEFT_API void weft_blocking_exit(void);
+
 /* ---- wait group (Go's sync.WaitGroup) -------------------------------- */
 
 /* Fields are private; declare with WEFT_WG_INIT. */
@@ -90,7 +98,164 @@ WEFT_API void weft_wg_add(weft_wg_t *wg, int64_t delta);
 WEFT_API void weft_wg_done(weft_wg_t *wg);
 WEFT_API void weft_wg_wait(weft_wg_t *wg);
 
+/* ---- channels (Go's chan) -------------------------------------------- */
+
+/* A typed-by-size FIFO between Gs and/or plain threads.  cap 0 makes an
+ * unbuffered channel: a send and a receive meet (rendezvous).  Each
+ * element is elem_size bytes, copied in and out; elem_size may be 0
+ * (signals only; elem pointers may then be NULL). */
+typedef struct weft_chan weft_chan_t;
+
+/* NULL with errno ENOMEM, or EINVAL if elem_size * cap overflows. */
+WEFT_API weft_chan_t *weft_chan_make(size_t elem_size, size_t cap);
+/* Block until the element is taken by a receiver or buffered.
+ * 0; -1 with EPIPE if the channel is closed (before or while blocked),
+ * EINVAL if c is NULL. */
+WEFT_API int weft_chan_send(weft_chan_t *c, const void *elem);
+/* Block until an element arrives: 1 with *elem set; 0 once the channel
+ * is closed and drained (*elem zeroed).  elem may be NULL to drop the
+ * value.  -1 with EINVAL if c is NULL. */
+WEFT_API int weft_chan_recv(weft_chan_t *c, void *elem);
+/* Non-blocking forms: as above, or -1 with EAGAIN when they would block. */
+WEFT_API int weft_chan_trysend(weft_chan_t *c, const void *elem);
+WEFT_API int weft_chan_tryrecv(weft_chan_t *c, void *elem);
+/* Wake every blocked receiver (they return 0 once the buffer is
+ * drained) and every blocked sender (-1 EPIPE).  0; -1 with EPIPE if
+ * already closed, EINVAL if c is NULL. */
+WEFT_API int weft_chan_close(weft_chan_t *c);
+/* Free a channel nobody uses any more (NULL is a no-op).  Freeing a
+ * channel that a G or thread is blocked on is a fatal error. */
+WEFT_API void weft_chan_free(weft_chan_t *c);
+/* Elements buffered now, and the capacity (0 for NULL, as Go's nil). */
+WEFT_API size_t weft_chan_len(weft_chan_t *c);
+WEFT_API size_t weft_chan_cap(weft_chan_t *c);
+
+enum { WEFT_SEND = 1, WEFT_RECV = 2 };
+
+/* One arm of weft_select.  chan NULL: the case never fires (a nil
+ * channel).  ok (out): for RECV, 1 value / 0 closed; for SEND, 1 sent /
+ * -1 the channel is closed. */
+typedef struct {
+	weft_chan_t *chan;
+	int op;     /* WEFT_SEND or WEFT_RECV */
+	void *elem; /* SEND: the value to send; RECV: where to store (may be NULL) */
+	int ok;
+} weft_case_t;
+
+/* Go's select.  Returns the index of the case that fired, chosen
+ * uniformly among those ready.  timeout_ns 0 polls (Go's default:),
+ * -1 waits forever (n == 0 with -1 parks for good: Go's select {}).
+ * -1 with ETIMEDOUT when the timeout passes with no case ready, EINVAL
+ * for a bad op, n > 65536 or cases NULL with n > 0. */
+WEFT_API int weft_select(weft_case_t *cases, size_t n, int64_t timeout_ns);
+
+/* ---- sync (Go's sync package) ------------------------------------------
+ * Every type is complete and statically initialisable; the fields are
+ * private.  They work from Gs, from plain threads, and between the two.
+ * None may be copied once in use. */
+
+/* A count and a queue of waiters; the building block of what follows. */
+typedef struct weft_sem {
+	uint32_t _lock;   /* runtime spin lock */
+	uint32_t _count;  /* units available */
+	void *_head;      /* FIFO of waiters */
+	void *_tail;
+} weft_sem_t;
+#define WEFT_SEM_INIT(n) { 0, (n), NULL, NULL }
+
+/* Go's sync.Mutex: fair, switching to hand-off to the oldest waiter
+ * once a waiter has waited 1 ms.  Not recursive; any G or thread may
+ * unlock it. */
+typedef struct weft_mutex {
+	int32_t _state;   /* locked | woken | starving | waiters << 3 */
+	uint32_t _pad;
+	weft_sem_t _sema; /* where waiters sleep */
+} weft_mutex_t;
+#define WEFT_MUTEX_INIT { 0, 0, WEFT_SEM_INIT(0) }
+
+/* 0.  trylock: 0, or -1 with EBUSY.  unlock: -1 with EPERM if the mutex
+ * is not locked (Go: fatal error). */
+WEFT_API int weft_mutex_lock(weft_mutex_t *m);
+WEFT_API int weft_mutex_trylock(weft_mutex_t *m);
+WEFT_API int weft_mutex_unlock(weft_mutex_t *m);
+
+/* Go's sync.RWMutex: many readers or one writer; a waiting writer
+ * keeps new readers out (no writer starvation). */
+typedef struct weft_rwlock {
+	weft_mutex_t _w;       /* held by the writer, or a writer about to be */
+	int32_t _readers;      /* readers in or waiting; minus RWMAX while a writer is pending */
+	int32_t _departing;    /* readers the pending writer still waits for */
+	weft_sem_t _wsem;      /* the writer waits here for readers to leave */
+	weft_sem_t _rsem;      /* readers wait here for the writer to leave */
+} weft_rwlock_t;
+#define WEFT_RWLOCK_INIT { WEFT_MUTEX_INIT, 0, 0, WEFT_SEM_INIT(0), WEFT_SEM_INIT(0) }
+
+/* 0.  try*: 0 or -1 with EBUSY.  unlock: -1 with EPERM when not held
+ * that way. */
+WEFT_API int weft_rwlock_rdlock(weft_rwlock_t *l);
+WEFT_API int weft_rwlock_tryrdlock(weft_rwlock_t *l);
+WEFT_API int weft_rwlock_rdunlock(weft_rwlock_t *l);
+WEFT_API int weft_rwlock_wrlock(weft_rwlock_t *l);
+WEFT_API int weft_rwlock_trywrlock(weft_rwlock_t *l);
+WEFT_API int weft_rwlock_wrunlock(weft_rwlock_t *l);
+
+/* Go's sync.Cond on a weft_mutex_t. */
+typedef struct weft_cond {
+	uint32_t _lock;
+	uint32_t _pad;
+	void *_head;      /* FIFO of waiters */
+	void *_tail;
+} weft_cond_t;
+#define WEFT_COND_INIT { 0, 0, NULL, NULL }
+
+/* Atomically unlock m and wait for a signal; m is locked again on
+ * return.  0.  timedwait waits at most ns nanoseconds (relative): -1
+ * with ETIMEDOUT when they pass, EINVAL for ns < 0.  As with every
+ * condition variable, re-check the predicate in a loop. */
+WEFT_API int weft_cond_wait(weft_cond_t *c, weft_mutex_t *m);
+WEFT_API int weft_cond_timedwait(weft_cond_t *c, weft_mutex_t *m, int64_t ns);
+/* Wake the longest waiter / every waiter.  0. */
+WEFT_API int weft_cond_signal(weft_cond_t *c);
+WEFT_API int weft_cond_broadcast(weft_cond_t *c);
+
+/* Counting semaphore.  wait: 0.  trywait: 0 or -1 EAGAIN.  timedwait
+ * (relative ns): 0, -1 ETIMEDOUT or EINVAL (ns < 0).  post: 0, -1
+ * EOVERFLOW past UINT32_MAX.  Waiters are served first come first served. */
+WEFT_API int weft_sem_wait(weft_sem_t *s);
+WEFT_API int weft_sem_trywait(weft_sem_t *s);
+WEFT_API int weft_sem_timedwait(weft_sem_t *s, int64_t ns);
+WEFT_API int weft_sem_post(weft_sem_t *s);
+WEFT_API unsigned weft_sem_value(weft_sem_t *s);
+
+/* Go's sync.Once: fn runs exactly once; every caller returns after it
+ * has finished (the others park meanwhile). */
+typedef struct weft_once {
+	uint32_t _state;  /* 0 not run, 1 running, 2 done */
+	uint32_t _lock;
+	void *_waiters;
+} weft_once_t;
+#define WEFT_ONCE_INIT { 0, 0, NULL }
+
+WEFT_API void weft_once(weft_once_t *o, void (*fn)(void));
+
 /* ---- diagnostics ----------------------------------------------------- */
+
+/* A snapshot of the scheduler (as WEFT_DEBUG=schedtrace prints it). */
+typedef struct weft_stats {
+	int procs;                 /* Ps (WEFT_MAXPROCS) */
+	int idle_procs;            /* Ps with nothing to run */
+	int threads;               /* OS threads the runtime made (Ms + sysmon) */
+	int idle_threads;          /* Ms parked with no P */
+	int spinning_threads;      /* Ms looking for work */
+	int global_runq;           /* Gs on the global run queue */
+	int64_t gs;                /* live Gs */
+	int64_t syscall_handoffs;  /* Ps taken from an M blocked in a call */
+	int64_t hog_handoffs;      /* Ps taken from a G running > 10 ms */
+	int64_t preempts;          /* Gs asked to yield after 10 ms in the runtime */
+} weft_stats_t;
+
+/* Fill *st.  0, or -1 with EINVAL for NULL. */
+WEFT_API int weft_stats(weft_stats_t *st);
 
 /* Print every G with its state, wait reason and backtrace, as Go's
  * SIGQUIT dump does. */

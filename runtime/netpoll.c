@@ -6,23 +6,21 @@
  * with nothing to do blocks in netpoll(delay) until the earliest timer
  * (sched.lastpoll == 0 while it does).  A G waiting for an fd parks on
  * its poll descriptor (pollfd.c / hook/); netpoll turns epoll events into
- * runnable Gs.
+ * runnable Gs.  Every call here is a raw system call: the runtime must
+ * never enter its own hooks, and errno stays untouched.
  */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "runtime.h"
 #include "netpoll.h"
 
-int netpoll_epfd = -1;           /* the epoll instance */
-static int breakfd = -1;          /* eventfd that breaks epoll_wait */
+int netpoll_epfd = -1;            /* the epoll instance */
+int netpoll_breakfd = -1;         /* eventfd that breaks epoll_wait */
 static _Atomic int32_t breaking;  /* a break is pending */
 _Atomic int32_t netpollwaiters;   /* Gs parked on fds */
 
@@ -30,13 +28,16 @@ _Atomic int32_t netpollwaiters;   /* Gs parked on fds */
 
 void netpollinit(void)
 {
-	netpoll_epfd = epoll_create1(EPOLL_CLOEXEC);
-	breakfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (netpoll_epfd < 0 || breakfd < 0)
-		fatal("netpollinit: %s", strerror(errno));
+	long ep = sys3(SYS_epoll_create1, EPOLL_CLOEXEC, 0, 0);
+	long bf = sys3(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK, 0);
+	if (ep < 0 || bf < 0)
+		fatal("netpollinit: %s", strerror((int)-(ep < 0 ? ep : bf)));
+	netpoll_epfd = (int)ep;
+	netpoll_breakfd = (int)bf;
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = BREAK_TAG };
-	if (epoll_ctl(netpoll_epfd, EPOLL_CTL_ADD, breakfd, &ev) != 0)
-		fatal("netpollinit: epoll_ctl: %s", strerror(errno));
+	long r = sys4(SYS_epoll_ctl, netpoll_epfd, EPOLL_CTL_ADD, netpoll_breakfd, &ev);
+	if (r != 0)
+		fatal("netpollinit: epoll_ctl: %s", strerror((int)-r));
 }
 
 bool netpollinited(void)
@@ -51,25 +52,23 @@ void netpollbreak(void)
 	if (!atomic_compare_exchange_strong(&breaking, &zero, 1))
 		return;
 	uint64_t one = 1;
-	int e = errno;
-	while (write(breakfd, &one, sizeof one) < 0 && errno == EINTR)
+	while (sys3(SYS_write, netpoll_breakfd, &one, sizeof one) == -EINTR)
 		;
-	errno = e;
 }
 
 /* epoll_wait with a nanosecond timeout (epoll_pwait2, Linux 5.11). */
-static int epwait(struct epoll_event *evs, int n, int64_t delay)
+static long epwait(struct epoll_event *evs, int n, int64_t delay)
 {
 	static int nopwait2;
 	if (delay > 0 && !nopwait2) {
 		struct timespec ts = { delay / 1000000000, delay % 1000000000 };
-		long r = syscall(SYS_epoll_pwait2, netpoll_epfd, evs, n, &ts, NULL, 0);
-		if (r >= 0 || errno != ENOSYS)
-			return (int)r;
+		long r = sys6(SYS_epoll_pwait2, netpoll_epfd, (long)evs, n, (long)&ts, 0, 0);
+		if (r != -ENOSYS)
+			return r;
 		nopwait2 = 1;
 	}
 	int ms = delay < 0 ? -1 : (int)((delay + 999999) / 1000000);
-	return epoll_wait(netpoll_epfd, evs, n, ms);
+	return sys4(SYS_epoll_wait, netpoll_epfd, evs, n, ms);
 }
 
 /* Poll for ready fds; delay < 0 blocks, 0 does not, > 0 waits up to
@@ -78,23 +77,16 @@ struct g *netpoll(int64_t delay)
 {
 	struct epoll_event evs[128];
 	struct g *list = NULL;
-	int e = errno;
-	int n = epwait(evs, 128, delay);
-	if (n < 0) {
-		errno = e;
-		return NULL;
-	}
-	for (int i = 0; i < n; i++) {
+	long n = epwait(evs, 128, delay);
+	for (long i = 0; i < n; i++) {
 		uint64_t tag = evs[i].data.u64;
 		if (tag == BREAK_TAG) {
 			uint64_t v;
-			ssize_t r = read(breakfd, &v, sizeof v);
-			(void)r;
+			(void)sys3(SYS_read, netpoll_breakfd, &v, sizeof v);
 			atomic_store(&breaking, 0);
 			continue;
 		}
 		pollfd_event(tag, evs[i].events, &list);
 	}
-	errno = e;
 	return list;
 }

@@ -1,17 +1,136 @@
 /*
  * netpoll.h - poll descriptors: the per-fd state Gs park on.
- * Implemented in runtime/pollfd.c (table, park/ready, deadlines, close)
- * and used by hook/ (the interposed libc calls).
+ *
+ * netpoll.c owns the epoll instance; pollfd.c the descriptor table, the
+ * park/ready protocol and close; hook/ the interposed libc calls that
+ * use them (docs/hooks.md).
+ *
+ * One descriptor per fd number, never freed (a table of chunks indexed
+ * by fd, read without a lock).  A descriptor lives through many files:
+ * every close or new file at that number bumps its seq, and seq is also
+ * in the epoll tag, so an event or a parked G from an earlier file can
+ * never reach the next one.
+ *
+ * Readiness is a pair of event counters (rev, wev) bumped by netpoll
+ * under the descriptor's lock.  A G reads the counter, tries its call,
+ * and on EAGAIN parks until the counter moves: an event between the
+ * try and the park is seen as a changed counter, never lost.
  */
 #ifndef WEFT_NETPOLL_H
 #define WEFT_NETPOLL_H
 
+#include <errno.h>
+#include <sys/syscall.h>
+
 #include "runtime.h"
 
 extern int netpoll_epfd;
+extern int netpoll_breakfd;
 
 /* netpoll() hands each epoll event here: tag is what pollfd.c stored in
  * epoll_event.data.u64; Gs made ready are pushed on *list (schedlink). */
 void pollfd_event(uint64_t tag, uint32_t events, struct g **list);
+
+/* ---- raw system calls: the runtime never goes through the hooks ------ */
+
+/* Returns the result, or -errno; errno is untouched. */
+static inline long sys6(long n, long a, long b, long c, long d, long e, long f)
+{
+#if defined(__x86_64__)
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+	long r;
+	__asm__ volatile("syscall"
+			 : "=a"(r)
+			 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return r;
+#else
+#error "weft: raw system calls are only written for x86-64"
+#endif
+}
+#define sys3(n, a, b, c) sys6((n), (long)(a), (long)(b), (long)(c), 0, 0, 0)
+#define sys4(n, a, b, c, d) sys6((n), (long)(a), (long)(b), (long)(c), (long)(d), 0, 0)
+#define sys5(n, a, b, c, d, e) sys6((n), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), 0)
+
+/* ---- poll descriptors (pollfd.c) -------------------------------------- */
+
+enum {
+	PD_READ = 1,
+	PD_WRITE = 2,
+};
+
+/* pd.flags: what weft knows about the file at this fd number now */
+enum {
+	PD_KNOWN = 1 << 0,   /* the fields below were worked out for this file */
+	PD_REG = 1 << 1,     /* registered with the epoll instance */
+	PD_NBSET = 1 << 2,   /* weft set O_NONBLOCK underneath */
+	PD_USERNB = 1 << 3,  /* the program's view: non-blocking (EAGAIN is its answer) */
+	PD_SYSCALL = 1 << 4, /* I/O blocks the thread, under entersyscall */
+	PD_NOPOLL = 1 << 5,  /* epoll refuses it (regular file, directory) */
+	PD_DRAINOK = 1 << 6, /* TCP or pipe: a short read empties it */
+	PD_NODRAIN = 1 << 7, /* urgent data seen: no short-read shortcut */
+	PD_CLOSING = 1 << 8, /* close in progress */
+};
+
+struct pd {
+	struct lock lock;         /* waiters, seq, flags changes, epoll_ctl */
+	_Atomic uint32_t seq;     /* bumped for every new file or close */
+	_Atomic uint32_t flags;   /* PD_* */
+	_Atomic uint32_t rev;     /* read-side events seen */
+	_Atomic uint32_t wev;     /* write-side events seen */
+	_Atomic uint32_t rdrain;  /* rev + 1 when a read found it empty, else 0 */
+	_Atomic int64_t rtimeo;   /* SO_RCVTIMEO in ns, 0 none */
+	_Atomic int64_t wtimeo;   /* SO_SNDTIMEO in ns, 0 none */
+	struct waiter *waiters;   /* parked Gs; waiter.ticket = PD_READ|PD_WRITE wanted */
+} __attribute__((aligned(64)));
+
+/* The descriptor of fd: pd_lookup never allocates (NULL if there is none
+ * yet), pd_get makes its chunk.  NULL for a negative or huge fd. */
+struct pd *pd_lookup(int fd);
+struct pd *pd_get(int fd);
+
+/* A new file now sits at fd (socket, accept, pipe, open, dup...): forget
+ * the old one (its waiters get EBADF) and start from flags. */
+void pd_reset(int fd, uint32_t flags);
+/* fd was duplicated to newfd: newfd shares the file and its modes. */
+void pd_dup(int oldfd, int newfd);
+/* close(fd) is about to happen: wake its waiters with EBADF, drop the
+ * epoll registration.  Returns the seq to hand to pd_closed after the
+ * real close, or 0 when fd had no state. */
+uint32_t pd_closing(int fd);
+void pd_closed(int fd, uint32_t seq);
+/* Treat as an event in dirs (shutdown): parked Gs retry their call. */
+void pd_kick(struct pd *d, unsigned dirs);
+
+/* Work out what the file at fd is (first use on a G): its blocking mode
+ * (made non-blocking underneath if it was blocking), pollability, kind,
+ * socket timeouts.  0 or -errno. */
+int pd_init(struct pd *d, int fd);
+/* Register fd with the epoll instance once.  0 or -errno (-EPERM: the
+ * file cannot be polled). */
+int pd_register(struct pd *d, int fd);
+
+/* One fd a G waits on.  Fill d, seq, mask; pd_snap records the event
+ * counters before the call whose EAGAIN leads to the wait. */
+struct pollreq {
+	struct pd *d;
+	uint32_t seq;    /* the descriptor's seq when the operation began */
+	uint32_t mask;   /* PD_READ | PD_WRITE */
+	uint32_t rev, wev;
+	struct waiter w;
+};
+
+static inline void pd_snap(struct pollreq *r)
+{
+	r->rev = atomic_load_explicit(&r->d->rev, memory_order_acquire);
+	r->wev = atomic_load_explicit(&r->d->wev, memory_order_acquire);
+}
+
+/* Park the running G until an event on any of r[0..n) after its snap,
+ * a close, or deadline (absolute nanotime, -1 none).  0 (retry the
+ * call), -ETIMEDOUT, or -EBADF (an fd was closed).  reason: W_IO_*. */
+int pd_wait(struct pollreq *r, int n, int64_t deadline, int reason);
 
 #endif

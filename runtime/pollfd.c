@@ -1,13 +1,432 @@
 /*
- * pollfd.c - poll descriptors (placeholder until the hook layer lands:
- * no fd is registered with epoll yet, so there are no events to route).
+ * pollfd.c - poll descriptors: what weft knows about each fd, and the
+ * park/ready protocol between Gs that wait on fds and the netpoller.
+ *
+ * The table is a fixed array of chunk pointers, each chunk 1024
+ * descriptors made on first use and never freed, so a lookup is two
+ * loads and no lock, and a descriptor's address never changes.
+ *
+ * Waiting (pd_wait) follows Go's netpollblock with sema.c's waiter
+ * protocol: the G records the event counters before its call, and once
+ * it is off its stack (waiter_block's unlockf) queues itself on each
+ * descriptor under that descriptor's lock, unless a counter moved, the
+ * file changed (seq) or it is closing, in which case it readies itself
+ * at once.  Wakers (events, close, shutdown) claim waiters under the
+ * lock, so exactly one of event, close and deadline ends a wait.
  */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+
 #include "runtime.h"
 #include "netpoll.h"
 
+#define CHUNK_SHIFT 10
+#define CHUNK (1 << CHUNK_SHIFT)
+#define NCHUNKS 4096 /* fds below 4M have a descriptor */
+
+static struct pd *_Atomic pdtab[NCHUNKS];
+
+struct pd *pd_lookup(int fd)
+{
+	if ((unsigned)fd >= (unsigned)NCHUNKS * CHUNK)
+		return NULL;
+	struct pd *c = atomic_load_explicit(&pdtab[fd >> CHUNK_SHIFT], memory_order_acquire);
+	return c ? &c[fd & (CHUNK - 1)] : NULL;
+}
+
+struct pd *pd_get(int fd)
+{
+	if ((unsigned)fd >= (unsigned)NCHUNKS * CHUNK)
+		return NULL;
+	struct pd *_Atomic *slot = &pdtab[fd >> CHUNK_SHIFT];
+	struct pd *c = atomic_load_explicit(slot, memory_order_acquire);
+	if (unlikely(!c)) {
+		size_t sz = CHUNK * sizeof(struct pd);
+		long p = sys6(SYS_mmap, 0, (long)sz, PROT_READ | PROT_WRITE,
+			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p < 0 && p > -4096)
+			return NULL;
+		struct pd *want = NULL;
+		if (atomic_compare_exchange_strong_explicit(slot, &want, (struct pd *)p,
+							    memory_order_acq_rel,
+							    memory_order_acquire)) {
+			c = (struct pd *)p;
+		} else {
+			(void)sys3(SYS_munmap, p, sz, 0);
+			c = want;
+		}
+	}
+	return &c[fd & (CHUNK - 1)];
+}
+
+static uint32_t pdflags(struct pd *d)
+{
+	return atomic_load_explicit(&d->flags, memory_order_acquire);
+}
+
+static void setflags(struct pd *d, uint32_t f)
+{
+	atomic_store_explicit(&d->flags, f, memory_order_release);
+}
+
+/* A new file or a close: no old wait or event may match any more. */
+static uint32_t bumpseq(struct pd *d)
+{
+	uint32_t s = atomic_load_explicit(&d->seq, memory_order_relaxed) + 1;
+	if (s == 0)
+		s = 1;
+	atomic_store_explicit(&d->seq, s, memory_order_release);
+	return s;
+}
+
+/* ---- waiter lists (d->lock held) ------------------------------------- */
+
+static void enqueue(struct pd *d, struct waiter *w)
+{
+	w->prev = NULL;
+	w->next = d->waiters;
+	if (d->waiters)
+		d->waiters->prev = w;
+	d->waiters = w;
+	w->queued = true;
+}
+
+static void dequeue(struct pd *d, struct waiter *w)
+{
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		d->waiters = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	w->next = w->prev = NULL;
+	w->queued = false;
+}
+
+/* Take every waiter that wants one of dirs; the Gs whose wait this ends
+ * go on *list.  A waiter whose claim fails was timed out or woken by
+ * another fd of the same poll: it only leaves the queue. */
+static void takewaiters(struct pd *d, unsigned dirs, struct g **list)
+{
+	struct waiter *w = d->waiters;
+	while (w) {
+		struct waiter *next = w->next;
+		if (w->ticket & dirs) {
+			struct g *gp = w->g;
+			dequeue(d, w);
+			if (waiter_claim(w)) {
+				gp->schedlink = *list;
+				*list = gp;
+			}
+		}
+		w = next;
+	}
+}
+
+static void readylist(struct g *list)
+{
+	while (list) {
+		struct g *gp = list;
+		list = gp->schedlink;
+		gp->schedlink = NULL;
+		goready(gp);
+	}
+}
+
+/* d->lock held: count an event in dirs and take the waiters it ends. */
+static void event_locked(struct pd *d, unsigned dirs, struct g **list)
+{
+	if (dirs & PD_READ)
+		atomic_fetch_add_explicit(&d->rev, 1, memory_order_release);
+	if (dirs & PD_WRITE)
+		atomic_fetch_add_explicit(&d->wev, 1, memory_order_release);
+	if (d->waiters)
+		takewaiters(d, dirs, list);
+}
+
 void pollfd_event(uint64_t tag, uint32_t events, struct g **list)
 {
-	(void)tag;
-	(void)events;
-	(void)list;
+	int fd = (int)(uint32_t)tag;
+	struct pd *d = pd_lookup(fd);
+	if (!d)
+		return;
+	unsigned dirs = 0;
+	if (events & (EPOLLIN | EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		dirs |= PD_READ;
+	if (events & (EPOLLOUT | EPOLLHUP | EPOLLERR))
+		dirs |= PD_WRITE;
+	lock(&d->lock);
+	if (atomic_load_explicit(&d->seq, memory_order_relaxed) == (uint32_t)(tag >> 32)) {
+		if (events & EPOLLPRI) /* urgent data ends a read short */
+			setflags(d, pdflags(d) | PD_NODRAIN);
+		event_locked(d, dirs, list);
+	}
+	unlock(&d->lock);
+}
+
+void pd_kick(struct pd *d, unsigned dirs)
+{
+	struct g *list = NULL;
+	lock(&d->lock);
+	event_locked(d, dirs, &list);
+	unlock(&d->lock);
+	readylist(list);
+}
+
+/* ---- new files, dup, close -------------------------------------------- */
+
+/* d->lock held: a new file (or none) at this number from now on. */
+static void newfile_locked(struct pd *d, uint32_t flags, struct g **list)
+{
+	takewaiters(d, PD_READ | PD_WRITE, list);
+	bumpseq(d);
+	setflags(d, flags);
+	atomic_store_explicit(&d->rdrain, 0, memory_order_relaxed);
+	atomic_store_explicit(&d->rtimeo, 0, memory_order_relaxed);
+	atomic_store_explicit(&d->wtimeo, 0, memory_order_relaxed);
+}
+
+static void reset(int fd, uint32_t flags, int64_t rtimeo, int64_t wtimeo)
+{
+	struct pd *d = pd_get(fd);
+	if (!d)
+		return;
+	struct g *list = NULL;
+	lock(&d->lock);
+	newfile_locked(d, flags, &list);
+	atomic_store_explicit(&d->rtimeo, rtimeo, memory_order_relaxed);
+	atomic_store_explicit(&d->wtimeo, wtimeo, memory_order_relaxed);
+	unlock(&d->lock);
+	readylist(list);
+}
+
+void pd_reset(int fd, uint32_t flags)
+{
+	reset(fd, flags, 0, 0);
+}
+
+/* What a duplicate shares with its original: the file and its modes;
+ * not the epoll registration, which is per fd number. */
+#define PD_SHARED (PD_KNOWN | PD_NBSET | PD_USERNB | PD_SYSCALL | PD_NOPOLL | PD_DRAINOK | PD_NODRAIN)
+
+void pd_dup(int oldfd, int newfd)
+{
+	struct pd *o = pd_lookup(oldfd);
+	uint32_t f = o ? pdflags(o) & PD_SHARED : 0;
+	int64_t rt = o ? atomic_load_explicit(&o->rtimeo, memory_order_relaxed) : 0;
+	int64_t wt = o ? atomic_load_explicit(&o->wtimeo, memory_order_relaxed) : 0;
+	if (!(f & PD_KNOWN) && oldfd <= 2) {
+		/* a copy of an inherited standard fd stays blocking too */
+		long fl = sys3(SYS_fcntl, newfd, F_GETFL, 0);
+		f = fl >= 0 && (fl & O_NONBLOCK) ? PD_KNOWN | PD_USERNB : PD_KNOWN | PD_SYSCALL;
+	}
+	reset(newfd, f, rt, wt);
+}
+
+uint32_t pd_closing(int fd)
+{
+	struct pd *d = pd_lookup(fd);
+	if (!d || pdflags(d) == 0)
+		return 0; /* nothing known: nobody can be parked on it */
+	struct g *list = NULL;
+	lock(&d->lock);
+	if (pdflags(d) & PD_REG) {
+		struct epoll_event ev = { 0 };
+		(void)sys4(SYS_epoll_ctl, netpoll_epfd, EPOLL_CTL_DEL, fd, &ev);
+	}
+	newfile_locked(d, PD_CLOSING, &list);
+	uint32_t seq = atomic_load_explicit(&d->seq, memory_order_relaxed);
+	unlock(&d->lock);
+	readylist(list);
+	return seq;
+}
+
+void pd_closed(int fd, uint32_t seq)
+{
+	struct pd *d = pd_lookup(fd);
+	if (!d || !seq)
+		return;
+	lock(&d->lock);
+	if (atomic_load_explicit(&d->seq, memory_order_relaxed) == seq)
+		setflags(d, 0); /* unless a new file was made there meanwhile */
+	unlock(&d->lock);
+}
+
+/* ---- first use --------------------------------------------------------- */
+
+/* d->lock held. */
+static int register_locked(struct pd *d, int fd)
+{
+	uint32_t f = pdflags(d);
+	if (f & PD_REG)
+		return 0;
+	if (f & PD_NOPOLL)
+		return -EPERM;
+	if (f & PD_CLOSING)
+		return -EBADF;
+	uint64_t seq = atomic_load_explicit(&d->seq, memory_order_relaxed);
+	struct epoll_event ev = {
+		.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET,
+		.data.u64 = seq << 32 | (uint32_t)fd,
+	};
+	long r = sys4(SYS_epoll_ctl, netpoll_epfd, EPOLL_CTL_ADD, fd, &ev);
+	if (r == -EEXIST)
+		r = sys4(SYS_epoll_ctl, netpoll_epfd, EPOLL_CTL_MOD, fd, &ev);
+	if (r == 0)
+		setflags(d, f | PD_REG);
+	else if (r == -EPERM)
+		setflags(d, f | PD_NOPOLL);
+	return (int)r;
+}
+
+int pd_register(struct pd *d, int fd)
+{
+	if (pdflags(d) & PD_REG)
+		return 0;
+	lock(&d->lock);
+	int r = register_locked(d, fd);
+	unlock(&d->lock);
+	return r;
+}
+
+static int64_t sockopt_ns(int fd, int name)
+{
+	struct timeval tv = { 0, 0 };
+	socklen_t len = sizeof tv;
+	if (sys5(SYS_getsockopt, fd, SOL_SOCKET, name, &tv, &len) != 0)
+		return 0;
+	return (int64_t)tv.tv_sec * 1000000000 + (int64_t)tv.tv_usec * 1000;
+}
+
+/* Kind and timeouts of a file weft made non-blocking. */
+static uint32_t probe(struct pd *d, int fd, long fl)
+{
+	int proto = 0;
+	socklen_t len = sizeof proto;
+	long r = sys5(SYS_getsockopt, fd, SOL_SOCKET, SO_PROTOCOL, &proto, &len);
+	if (r == 0) {
+		atomic_store_explicit(&d->rtimeo, sockopt_ns(fd, SO_RCVTIMEO), memory_order_relaxed);
+		atomic_store_explicit(&d->wtimeo, sockopt_ns(fd, SO_SNDTIMEO), memory_order_relaxed);
+		return proto == IPPROTO_TCP ? PD_DRAINOK : 0;
+	}
+	struct stat st;
+	if (sys3(SYS_fstat, fd, &st, 0) == 0 && S_ISFIFO(st.st_mode) && !(fl & O_DIRECT))
+		return PD_DRAINOK; /* a packet-mode pipe returns one write per read */
+	return 0;
+}
+
+int pd_init(struct pd *d, int fd)
+{
+	lock(&d->lock);
+	uint32_t f = pdflags(d);
+	int r = 0;
+	if (f & PD_KNOWN)
+		goto out;
+	if (f & PD_CLOSING) {
+		r = -EBADF;
+		goto out;
+	}
+	long fl = sys3(SYS_fcntl, fd, F_GETFL, 0);
+	if (fl < 0) {
+		r = (int)fl;
+		goto out;
+	}
+	if (fl & O_NONBLOCK) {
+		f |= PD_KNOWN | PD_USERNB;
+	} else if (fd <= 2) {
+		/* inherited standard fds may be shared with other processes
+		 * (a terminal, a pipeline): never change their mode */
+		f |= PD_KNOWN | PD_SYSCALL;
+	} else {
+		r = register_locked(d, fd);
+		f = pdflags(d);
+		if (r == -EPERM) {
+			f |= PD_KNOWN | PD_SYSCALL;
+			r = 0;
+		} else if (r == 0) {
+			r = (int)sys3(SYS_fcntl, fd, F_SETFL, fl | O_NONBLOCK);
+			if (r == 0)
+				f |= PD_KNOWN | PD_NBSET | probe(d, fd, fl);
+		}
+	}
+	setflags(d, f);
+out:
+	unlock(&d->lock);
+	return r;
+}
+
+/* ---- waiting ------------------------------------------------------------ */
+
+struct waitctx {
+	struct pollreq *r;
+	int n;
+	_Atomic int busy; /* the commit still reads r; the G may not return */
+};
+
+/* d->lock held: has r's wait already ended? */
+static bool changed(struct pollreq *r)
+{
+	struct pd *d = r->d;
+	if (atomic_load_explicit(&d->seq, memory_order_relaxed) != r->seq ||
+	    (pdflags(d) & PD_CLOSING))
+		return true;
+	if ((r->mask & PD_READ) && atomic_load_explicit(&d->rev, memory_order_relaxed) != r->rev)
+		return true;
+	return (r->mask & PD_WRITE) && atomic_load_explicit(&d->wev, memory_order_relaxed) != r->wev;
+}
+
+/* Runs once the G is off its stack: queue it on every descriptor, or
+ * ready it at once if one of them has had an event since the snap. */
+static void commit(void *arg)
+{
+	struct waitctx *c = arg;
+	struct pollreq *r = c->r;
+	bool stop = false;
+	for (int i = 0; i < c->n && !stop; i++) {
+		struct pd *d = r[i].d;
+		lock(&d->lock);
+		stop = changed(&r[i]);
+		if (!stop)
+			enqueue(d, &r[i].w);
+		unlock(&d->lock);
+	}
+	if (stop && waiter_claim(&r[0].w))
+		waiter_wake(&r[0].w);
+	atomic_store_explicit(&c->busy, 0, memory_order_release);
+}
+
+int pd_wait(struct pollreq *r, int n, int64_t deadline, int reason)
+{
+	struct g *gp = getg();
+	waiter_init(&r[0].w);
+	r[0].w.ticket = r[0].mask;
+	for (int i = 1; i < n; i++) {
+		r[i].w = r[0].w; /* same G, same wait: one claim ends all */
+		r[i].w.ticket = r[i].mask;
+	}
+	struct waitctx c = { r, n, 1 };
+	atomic_fetch_add(&netpollwaiters, 1);
+	gp->blocking = 1;
+	bool woken = waiter_block(&r[0].w, commit, &c, reason, deadline);
+	while (atomic_load_explicit(&c.busy, memory_order_acquire))
+		__builtin_ia32_pause();
+	gp->blocking = 0;
+	atomic_fetch_sub(&netpollwaiters, 1);
+	int ret = woken ? 0 : -ETIMEDOUT;
+	for (int i = 0; i < n; i++) {
+		struct pd *d = r[i].d;
+		lock(&d->lock);
+		if (r[i].w.queued)
+			dequeue(d, &r[i].w);
+		if (atomic_load_explicit(&d->seq, memory_order_relaxed) != r[i].seq)
+			ret = -EBADF;
+		unlock(&d->lock);
+	}
+	return ret;
 }

@@ -666,15 +666,27 @@ void gopark(bool (*unlockf)(struct g *, void *), void *arg, int reason)
 	rt_leave();
 }
 
-/* Make gp runnable: on this P's runnext if we hold one, else globally. */
+static void ready(struct g *gp, bool next);
+
 void goready(struct g *gp)
+{
+	ready(gp, true);
+}
+
+void goready_tail(struct g *gp)
+{
+	ready(gp, false);
+}
+
+/* Make gp runnable: on this P's queue if we hold one, else globally. */
+static void ready(struct g *gp, bool next)
 {
 	struct m *m = rt_enter();
 	atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
 	gp->waitreason = W_NONE;
 	if (m && m->p && PSTATUS(atomic_load_explicit(&m->p->state, memory_order_relaxed)) ==
 				 P_RUNNING) {
-		runqput(m->p, gp, true);
+		runqput(m->p, gp, next);
 	} else {
 		globrunqput(gp);
 	}
@@ -776,7 +788,7 @@ static struct g *gfget(struct p *pp, size_t stacksz)
 	return gp;
 }
 
-#define GFREE_GLOBAL_STACKS 1024 /* dead Gs beyond this keep no stack */
+#define GFREE_GLOBAL_STACKS 16384 /* dead Gs beyond this give their stacks back */
 
 static void gfput(struct p *pp, struct g *gp)
 {
@@ -1051,6 +1063,18 @@ void exitsyscall(void)
 	errno = e;
 }
 
+void weft_blocking_enter(void)
+{
+	int e = errno;
+	entersyscall();
+	errno = e;
+}
+
+void weft_blocking_exit(void)
+{
+	exitsyscall();
+}
+
 /* ---- thread locking ------------------------------------------------------ */
 
 void weft_lock_thread(void)
@@ -1210,8 +1234,11 @@ top:;
 		m->spinning = false;
 		atomic_fetch_sub(&sched.nmspinning, 1); /* seq_cst, then re-check */
 		int32_t n = atomic_load(&nallp);
-		for (int32_t i = 0; i < n; i++) {
-			if (!allp[i]->retired && !runqempty(allp[i])) {
+		/* i == -1: the global queue, which a plain thread's goready
+		 * fills while its wakep sees us still spinning */
+		for (int32_t i = -1; i < n; i++) {
+			if (i < 0 ? atomic_load(&sched.runqsize) != 0
+				  : !allp[i]->retired && !runqempty(allp[i])) {
 				lock(&sched.lock);
 				pp = pidleget();
 				unlock(&sched.lock);

@@ -250,6 +250,9 @@ struct sched {
 	_Atomic int32_t started;      /* runtime initialised */
 	_Atomic int32_t nthreadwait;  /* plain OS threads blocked in waiter_block */
 	int32_t gomaxprocs;           /* active Ps */
+	_Atomic int64_t nsyscallretake; /* sysmon: Ps retaken from blocking calls */
+	_Atomic int64_t nhogretake;   /* sysmon: Ps retaken from Gs running > 10 ms */
+	_Atomic int64_t npreempt;     /* sysmon: preempt requests */
 };
 
 extern struct sched sched;
@@ -286,8 +289,11 @@ static inline void runtime_ensure(void)
  * if it returns false the G is readied again at once.  Whoever wakes it
  * later calls goready.  Must be called on a G. */
 void gopark(bool (*unlockf)(struct g *gp, void *arg), void *arg, int reason);
-/* Make a parked G runnable (on the current P if any, else globally). */
+/* Make a parked G runnable (on the current P if any, else globally):
+ * goready puts it in runnext (it runs next, as a woken channel peer
+ * should); goready_tail queues it behind the others (timers: FIFO). */
 void goready(struct g *gp);
+void goready_tail(struct g *gp);
 /* Leave / re-enter user code around a call that may block the OS thread:
  * sysmon hands the P to another M if the call takes longer than 20 us. */
 void entersyscall(void);
@@ -305,8 +311,10 @@ void leaveruntime(struct m *m);
 static inline struct m *rt_enter(void)
 {
 	struct m *m = tls_m;
-	if (m && m->curg && m->curg->rtdepth++ == 0)
+	if (m && m->curg && m->curg->rtdepth++ == 0) {
 		enterruntime(m);
+		m = tls_m; /* the G may have moved to another M to get a P */
+	}
 	return m;
 }
 static inline void rt_leave(void)

@@ -9,6 +9,7 @@
  * 10 ms, and sleeps outright while every P is idle (acquirep wakes it).
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -70,7 +71,8 @@ static int retake(int64_t now)
 			 * without ever switching): ask it to yield when it
 			 * leaves; in user code: take its P */
 			if (st == P_RUNNING) {
-				atomic_store_explicit(&pp->preempt, true, memory_order_relaxed);
+				if (!atomic_exchange_explicit(&pp->preempt, true, memory_order_relaxed))
+					atomic_fetch_add(&sched.npreempt, 1);
 				continue;
 			}
 		} else {
@@ -79,6 +81,7 @@ static int retake(int64_t now)
 		}
 		if (atomic_compare_exchange_strong(&pp->state, &s, PSTATE(0, P_IDLE))) {
 			pp->sm_when = 0;
+			atomic_fetch_add(st == P_SYSCALL ? &sched.nsyscallretake : &sched.nhogretake, 1);
 			handoffp(pp);
 			n++;
 		}
@@ -160,6 +163,28 @@ static void *sysmon(void *arg)
 		}
 	}
 	return NULL;
+}
+
+int weft_stats(weft_stats_t *st)
+{
+	if (!st) {
+		errno = EINVAL;
+		return -1;
+	}
+	runtime_ensure();
+	lock(&sched.lock);
+	st->procs = sched.gomaxprocs;
+	st->idle_procs = atomic_load(&sched.npidle);
+	st->threads = atomic_load(&sched.mcount) + 1;
+	st->idle_threads = sched.nmidle;
+	st->spinning_threads = atomic_load(&sched.nmspinning);
+	st->global_runq = atomic_load(&sched.runqsize);
+	unlock(&sched.lock);
+	st->gs = atomic_load(&sched.ngs);
+	st->syscall_handoffs = atomic_load(&sched.nsyscallretake);
+	st->hog_handoffs = atomic_load(&sched.nhogretake);
+	st->preempts = atomic_load(&sched.npreempt);
+	return 0;
 }
 
 static struct lock wakelock;

@@ -6,7 +6,7 @@
 #   scripts/deps.sh bench    + Go, Boost.Context/Fiber, gnuplot
 set -e
 need=""
-have_hdr() { [ -e "/usr/include/$1" ]; }
+have_hdr() { [ -e "/usr/include/$1" ] || [ -e "/usr/include/$(gcc -dumpmachine 2>/dev/null)/$1" ]; }
 have_hdr jemalloc/jemalloc.h || need="$need libjemalloc-dev"
 have_hdr libunwind.h || need="$need libunwind-dev"
 have_hdr criterion/criterion.h || need="$need libcriterion-dev"

@@ -1,0 +1,790 @@
+/*
+ * test_sched.c - the core runtime: spawning, scheduling across Ps,
+ * stealing, sleeping, parking a million Gs, blocking calls, hogs, errno,
+ * thread locking, plain-thread interplay, API errors.
+ */
+#include "helpers.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+
+static char *env_procs1[] = { "WEFT_MAXPROCS=1", NULL };
+static char *env_procs2[] = { "WEFT_MAXPROCS=2", NULL };
+
+/* ---- a million Gs, each runs exactly once ------------------------------ */
+
+#define MILLION 1000000
+static _Atomic uint8_t *ran;
+static weft_wg_t wg_all = WEFT_WG_INIT;
+
+static void mark(void *arg)
+{
+	atomic_fetch_add_explicit(&ran[(uintptr_t)arg], 1, memory_order_relaxed);
+	weft_wg_done(&wg_all);
+}
+
+static int million_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	ran = calloc(MILLION, 1);
+	weft_wg_add(&wg_all, MILLION);
+	for (uintptr_t i = 0; i < MILLION; i++)
+		if (weft_go(mark, (void *)i) < 0)
+			return 10;
+	weft_wg_wait(&wg_all);
+	for (size_t i = 0; i < MILLION; i++)
+		if (ran[i] != 1)
+			return 11;
+	return 0;
+}
+
+static int million_child(void)
+{
+	return weft_main(million_body, 0, NULL);
+}
+
+Test(sched, million_once_procs1, .timeout = 120)
+{
+	struct child c;
+	run_child(&c, env_procs1, million_child, 100);
+	cr_assert(WIFEXITED(c.status), "status %d, stderr: %s", c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "stderr: %s", c.err);
+}
+
+Test(sched, million_once_procs2, .timeout = 120)
+{
+	struct child c;
+	run_child(&c, env_procs2, million_child, 100);
+	cr_assert(WIFEXITED(c.status), "status %d, stderr: %s", c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "stderr: %s", c.err);
+}
+
+/* ---- nested spawn trees --------------------------------------------------- */
+
+static _Atomic long nodes;
+static weft_wg_t wg_tree = WEFT_WG_INIT;
+
+static void tree(void *arg)
+{
+	uintptr_t depth = (uintptr_t)arg;
+	atomic_fetch_add(&nodes, 1);
+	if (depth > 0) {
+		weft_wg_add(&wg_tree, 2);
+		weft_go(tree, (void *)(depth - 1));
+		weft_go(tree, (void *)(depth - 1));
+	}
+	weft_wg_done(&wg_tree);
+}
+
+Test(sched, nested_spawn_tree, .timeout = 60)
+{
+	weft_wg_add(&wg_tree, 1);
+	cr_assert(weft_go(tree, (void *)(uintptr_t)16) > 0);
+	weft_wg_wait(&wg_tree);
+	cr_assert_eq(nodes, (1L << 17) - 1);
+}
+
+/* ---- fork-join fib: result right at any P count ---------------------------- */
+
+struct fibarg {
+	int n;
+	long r;
+	weft_wg_t wg;
+};
+
+static long fibseq(int n)
+{
+	return n < 2 ? n : fibseq(n - 1) + fibseq(n - 2);
+}
+
+static void fibg(void *arg)
+{
+	struct fibarg *a = arg;
+	if (a->n < 15) {
+		a->r = fibseq(a->n);
+	} else {
+		struct fibarg x = { .n = a->n - 1, .wg = WEFT_WG_INIT };
+		struct fibarg y = { .n = a->n - 2, .wg = WEFT_WG_INIT };
+		weft_wg_add(&x.wg, 1);
+		weft_go(fibg, &x);
+		weft_wg_add(&y.wg, 1);
+		fibg(&y);
+		weft_wg_wait(&x.wg);
+		a->r = x.r + y.r;
+	}
+	weft_wg_done(&a->wg);
+}
+
+Test(sched, fork_join_fib)
+{
+	struct fibarg a = { .n = 27, .wg = WEFT_WG_INIT };
+	weft_wg_add(&a.wg, 1);
+	weft_go(fibg, &a);
+	weft_wg_wait(&a.wg);
+	cr_assert_eq(a.r, 196418);
+}
+
+/* ---- stealing moves work between Ps ---------------------------------------- */
+
+static _Atomic int tids[64];
+static _Atomic int ntids;
+static weft_wg_t wg_steal = WEFT_WG_INIT;
+
+static void busy(void *arg)
+{
+	(void)arg;
+	int tid = (int)syscall(SYS_gettid);
+	int n = atomic_load(&ntids);
+	bool seen = false;
+	for (int i = 0; i < n; i++)
+		if (atomic_load(&tids[i]) == tid)
+			seen = true;
+	if (!seen && n < 64) {
+		int k = atomic_fetch_add(&ntids, 1);
+		if (k < 64)
+			atomic_store(&tids[k], tid);
+	}
+	/* ~2 ms of computation: the spawner's P stays busy, so the other P
+	 * only gets work by stealing it */
+	int64_t end = now_ns() + 2000000;
+	while (now_ns() < end)
+		;
+	weft_wg_done(&wg_steal);
+}
+
+static void spawner(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 100; i++)
+		weft_go(busy, NULL);
+	weft_wg_done(&wg_steal);
+}
+
+Test(sched, stealing_moves_work)
+{
+	cr_assert_eq(weft_maxprocs(2), weft_maxprocs(0));
+	weft_wg_add(&wg_steal, 101);
+	weft_go(spawner, NULL); /* all 100 Gs land on the spawner's P */
+	weft_wg_wait(&wg_steal);
+	cr_assert_geq(atomic_load(&ntids), 2, "all Gs ran on one OS thread: nothing was stolen");
+}
+
+/* ---- sleeping: in order, never early ---------------------------------------- */
+
+#define NSLEEP 200
+static _Atomic int wakeorder[NSLEEP];
+static _Atomic int nwoke;
+static _Atomic int early;
+static weft_wg_t wg_sleep = WEFT_WG_INIT;
+
+static void sleeper(void *arg)
+{
+	int i = (int)(uintptr_t)arg;
+	int64_t want = 2000000 + (int64_t)i * 250000; /* 2 ms + i * 0.25 ms */
+	int64_t t0 = now_ns();
+	cr_assert_eq(weft_sleep(want), 0);
+	if (now_ns() - t0 < want)
+		atomic_fetch_add(&early, 1);
+	wakeorder[atomic_fetch_add(&nwoke, 1)] = i;
+	weft_wg_done(&wg_sleep);
+}
+
+static int sleep_order_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	weft_wg_add(&wg_sleep, NSLEEP);
+	/* spawn in a scrambled order */
+	for (int k = 0; k < NSLEEP; k++)
+		weft_go(sleeper, (void *)(uintptr_t)((k * 37) % NSLEEP));
+	weft_wg_wait(&wg_sleep);
+	if (early)
+		return 40;
+	/* one P, one timer heap: the wake order is exactly the deadline order */
+	for (int k = 1; k < NSLEEP; k++)
+		if (wakeorder[k] < wakeorder[k - 1])
+			return 41;
+	return 0;
+}
+
+static int sleep_order_child(void)
+{
+	return weft_main(sleep_order_body, 0, NULL);
+}
+
+Test(sched, sleep_order_not_early, .timeout = 30)
+{
+	struct child c;
+	run_child(&c, env_procs1, sleep_order_child, 20);
+	cr_assert(WIFEXITED(c.status), "status %d, stderr: %s", c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "%d (40: a sleep woke early; 41: out of order)",
+		     WEXITSTATUS(c.status));
+}
+
+static void sleep10(void *arg)
+{
+	int64_t *elapsed = arg;
+	int64_t t0 = now_ns();
+	weft_sleep(10000000);
+	*elapsed = now_ns() - t0;
+	weft_wg_done(&wg_sleep);
+}
+
+Test(sched, sleep_10ms_never_early)
+{
+	int64_t el[20];
+	weft_wg_add(&wg_sleep, 20);
+	for (int i = 0; i < 20; i++)
+		weft_go(sleep10, &el[i]);
+	weft_wg_wait(&wg_sleep);
+	for (int i = 0; i < 20; i++) {
+		cr_assert_geq(el[i], 10000000, "woke after %lld ns", (long long)el[i]);
+		cr_assert_lt(el[i], 2000000000);
+	}
+}
+
+/* ---- a million parked Gs at once --------------------------------------------- */
+
+static weft_wg_t gate = WEFT_WG_INIT, parked_ready = WEFT_WG_INIT, parked_done = WEFT_WG_INIT;
+
+static void parked(void *arg)
+{
+	(void)arg;
+	weft_wg_done(&parked_ready);
+	weft_wg_wait(&gate);
+	weft_wg_done(&parked_done);
+}
+
+static long rss_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long v = -1;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "VmRSS: %ld", &v) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+static int million_parked_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	weft_wg_add(&gate, 1);
+	weft_wg_add(&parked_ready, MILLION);
+	weft_wg_add(&parked_done, MILLION);
+	long rss0 = rss_kib();
+	for (int i = 0; i < MILLION; i++)
+		if (weft_go(parked, NULL) < 0)
+			return 10;
+	weft_wg_wait(&parked_ready);
+	weft_stats_t st;
+	weft_stats(&st);
+	if (st.gs < MILLION) /* all still alive, parked */
+		return 11;
+	long per = (rss_kib() - rss0) * 1024 / MILLION;
+	printf("rss per parked G: %ld bytes\n", per);
+	if (per > 16384) /* sanity: ~4 KiB expected; a stack each fully committed would be 256 KiB */
+		return 12;
+	weft_wg_done(&gate);
+	weft_wg_wait(&parked_done);
+	return 0;
+}
+
+static int million_parked_child(void)
+{
+	return weft_main(million_parked_body, 0, NULL);
+}
+
+Test(sched, million_parked, .timeout = 120)
+{
+	struct child c;
+	run_child(&c, env_procs2, million_parked_child, 110);
+	cr_assert(WIFEXITED(c.status), "status %d, stderr: %s", c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "stdout: %s stderr: %s", c.out, c.err);
+}
+
+/* ---- stack overflow is reported, never silent ---------------------------------- */
+
+static int recurse(int n)
+{
+	volatile char buf[512];
+	buf[0] = (char)n;
+	return n > 0 ? recurse(n - 1) + buf[0] : 0;
+}
+
+static void overflow(void *arg)
+{
+	(void)arg;
+	recurse(1 << 30);
+}
+
+static int overflow_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	weft_go(overflow, NULL);
+	weft_sleep(10LL * 1000000000);
+	return 0;
+}
+
+static int overflow_child(void)
+{
+	return weft_main(overflow_body, 0, NULL);
+}
+
+static void check_overflow(struct child *c, const char *size)
+{
+	cr_assert(WIFSIGNALED(c->status) && WTERMSIG(c->status) == SIGABRT,
+		  "status %d, stderr: %s", c->status, c->err);
+	char want[128];
+	snprintf(want, sizeof want, "overflowed its %s stack (raise WEFT_STACK_SIZE)", size);
+	cr_assert(strstr(c->err, "weft: fatal: green thread ") && strstr(c->err, want),
+		  "stderr: %s", c->err);
+}
+
+Test(sched, overflow_guard_page, .timeout = 30)
+{
+	struct child c;
+	run_child(&c, NULL, overflow_child, 20);
+	check_overflow(&c, "256K");
+}
+
+Test(sched, overflow_stack_size_env, .timeout = 30)
+{
+	static char *env[] = { "WEFT_STACK_SIZE=64K", NULL };
+	struct child c;
+	run_child(&c, env, overflow_child, 20);
+	check_overflow(&c, "64K");
+}
+
+/* Past the guard-page budget stacks get a canary instead: park enough Gs
+ * to use it up, then overflow one. */
+static void park_forever(void *arg)
+{
+	weft_wg_wait(arg);
+}
+
+static void canary_overflow(void *arg)
+{
+	(void)arg;
+	/* smash below the stack without touching the guard of a neighbour */
+	recurse(1 << 30);
+}
+
+static int canary_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	static weft_wg_t never = WEFT_WG_INIT;
+	weft_wg_add(&never, 1);
+	for (int i = 0; i < 40000; i++)
+		weft_go(park_forever, &never);
+	weft_go(canary_overflow, NULL);
+	weft_sleep(10LL * 1000000000);
+	return 0;
+}
+
+static int canary_child(void)
+{
+	return weft_main(canary_body, 0, NULL);
+}
+
+Test(sched, overflow_canary_stacks, .timeout = 60)
+{
+	struct child c;
+	run_child(&c, NULL, canary_child, 50);
+	check_overflow(&c, "256K");
+}
+
+/* ---- a blocking call hands the P off ----------------------------------------- */
+
+static int pfd[2];
+static _Atomic int reader_blocked;
+static _Atomic int writer_ran;
+
+static void raw_reader(void *arg)
+{
+	(void)arg;
+	char c;
+	atomic_store(&reader_blocked, 1);
+	weft_blocking_enter();
+	long r = syscall(SYS_read, pfd[0], &c, 1); /* raw: no hook can help */
+	weft_blocking_exit();
+	if (r != 1)
+		abort();
+	weft_wg_done(&wg_all);
+}
+
+static void writer(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&reader_blocked))
+		weft_yield();
+	weft_sleep(20000000); /* the reader is in read() by now */
+	atomic_store(&writer_ran, 1);
+	if (syscall(SYS_write, pfd[1], "x", 1) != 1)
+		abort();
+	weft_wg_done(&wg_all);
+}
+
+static int syscall_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	if (syscall(SYS_pipe2, pfd, 0)) /* raw: a blocking pipe whatever is hooked */
+		return 20;
+	weft_wg_add(&wg_all, 2);
+	weft_go(raw_reader, NULL);
+	weft_go(writer, NULL);
+	weft_wg_wait(&wg_all);
+	weft_stats_t st;
+	weft_stats(&st);
+	if (!atomic_load(&writer_ran))
+		return 21;
+	if (st.syscall_handoffs < 1)
+		return 22; /* the P moved on some other way (hog rescue), not by entersyscall */
+	return 0;
+}
+
+static int syscall_child(void)
+{
+	return weft_main(syscall_body, 0, NULL);
+}
+
+Test(sched, blocking_call_hands_off_p, .timeout = 30)
+{
+	struct child c;
+	run_child(&c, env_procs1, syscall_child, 20);
+	cr_assert(WIFEXITED(c.status), "status %d (hung?), stderr: %s", c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "stderr: %s", c.err);
+}
+
+/* ---- a CPU hog cannot starve the Gs behind it ---------------------------------- */
+
+static _Atomic int hog_stop, other_ran_during_hog;
+
+static void hog(void *arg)
+{
+	(void)arg;
+	int64_t end = now_ns() + 2000000000LL;
+	while (!atomic_load(&hog_stop) && now_ns() < end)
+		; /* never enters the runtime */
+	weft_wg_done(&wg_all);
+}
+
+static void polite(void *arg)
+{
+	(void)arg;
+	weft_sleep(1000000);
+	atomic_store(&other_ran_during_hog, !atomic_load(&hog_stop));
+	atomic_store(&hog_stop, 1);
+	weft_wg_done(&wg_all);
+}
+
+static int hog_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	weft_wg_add(&wg_all, 2);
+	weft_go(hog, NULL);
+	weft_go(polite, NULL);
+	weft_wg_wait(&wg_all);
+	weft_stats_t st;
+	weft_stats(&st);
+	if (!other_ran_during_hog)
+		return 30;
+	return st.hog_handoffs >= 1 ? 0 : 31;
+}
+
+static int hog_child(void)
+{
+	return weft_main(hog_body, 0, NULL);
+}
+
+Test(sched, hog_is_handed_off, .timeout = 30)
+{
+	struct child c;
+	run_child(&c, env_procs1, hog_child, 20);
+	cr_assert(WIFEXITED(c.status), "status %d, stderr: %s", c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "stderr: %s", c.err);
+}
+
+/* ---- idle runtime uses ~no CPU ------------------------------------------------- */
+
+static void nothing(void *arg)
+{
+	(void)arg;
+	weft_wg_done(&wg_all);
+}
+
+static double cpu_s(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+Test(sched, idle_runtime_is_quiet)
+{
+	weft_wg_add(&wg_all, 100);
+	for (int i = 0; i < 100; i++)
+		weft_go(nothing, NULL);
+	weft_wg_wait(&wg_all);
+	usleep(100000); /* let spinning Ms and sysmon settle */
+	double c0 = cpu_s();
+	sleep(1);
+	double used = cpu_s() - c0;
+	cr_assert_lt(used, 0.02, "idle runtime used %.1f ms of CPU in 1 s", used * 1e3);
+}
+
+/* ---- plain OS threads and Gs together ----------------------------------------- */
+
+static void late_done(void *arg)
+{
+	weft_sleep(5000000);
+	weft_wg_done(arg);
+}
+
+static void *thread_waits(void *arg)
+{
+	weft_wg_wait(arg);
+	return (void *)1;
+}
+
+Test(sched, wg_wait_from_plain_thread)
+{
+	static weft_wg_t wg = WEFT_WG_INIT;
+	weft_wg_add(&wg, 10);
+	pthread_t t;
+	pthread_create(&t, NULL, thread_waits, &wg);
+	for (int i = 0; i < 10; i++)
+		weft_go(late_done, &wg);
+	void *r;
+	pthread_join(t, &r);
+	cr_assert_eq(r, (void *)1);
+	weft_wg_wait(&wg); /* main thread too */
+}
+
+static void *thread_done(void *arg)
+{
+	usleep(5000);
+	weft_wg_done(arg);
+	return NULL;
+}
+
+static void g_waits_for_thread(void *arg)
+{
+	weft_wg_wait(arg);
+	weft_wg_done(&wg_all);
+}
+
+Test(sched, g_waits_for_plain_thread)
+{
+	static weft_wg_t wg = WEFT_WG_INIT;
+	weft_wg_add(&wg, 4);
+	weft_wg_add(&wg_all, 1);
+	weft_go(g_waits_for_thread, &wg);
+	pthread_t t[4];
+	for (int i = 0; i < 4; i++)
+		pthread_create(&t[i], NULL, thread_done, &wg);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	weft_wg_wait(&wg_all);
+}
+
+/* ---- errno belongs to the G ------------------------------------------------------ */
+
+static _Atomic int errno_bad;
+
+/* errno is per OS thread, and __errno_location is a const function: the
+ * compiler may keep its result across weft_yield, and after a migration
+ * that address is the old thread's.  Code that reads errno afresh after a
+ * call (as these helpers force) sees its own G's value; docs/design.md. */
+static __attribute__((noinline)) void seterr(int e)
+{
+	errno = e;
+}
+
+static __attribute__((noinline)) int geterr(void)
+{
+	return errno;
+}
+
+static void errno_g(void *arg)
+{
+	int mine = (int)(uintptr_t)arg;
+	for (int i = 0; i < 10000; i++) {
+		seterr(mine);
+		weft_yield();
+		if (geterr() != mine)
+			atomic_fetch_add(&errno_bad, 1);
+	}
+	weft_wg_done(&wg_all);
+}
+
+Test(sched, errno_per_g)
+{
+	weft_wg_add(&wg_all, 8);
+	for (int i = 1; i <= 8; i++)
+		weft_go(errno_g, (void *)(uintptr_t)(1000 + i));
+	weft_wg_wait(&wg_all);
+	cr_assert_eq(errno_bad, 0);
+}
+
+/* ---- weft_lock_thread keeps a G on its OS thread ------------------------------------- */
+
+static _Atomic int lock_moved;
+
+static void locked_g(void *arg)
+{
+	(void)arg;
+	weft_lock_thread();
+	long tid = syscall(SYS_gettid);
+	for (int i = 0; i < 200; i++) {
+		if (i % 10 == 0)
+			weft_sleep(100000);
+		else
+			weft_yield();
+		if (syscall(SYS_gettid) != tid)
+			atomic_fetch_add(&lock_moved, 1);
+	}
+	weft_unlock_thread();
+	weft_wg_done(&wg_all);
+}
+
+static void churn(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 2000; i++)
+		weft_yield();
+	weft_wg_done(&wg_all);
+}
+
+Test(sched, lock_thread_pins_g, .timeout = 30)
+{
+	weft_wg_add(&wg_all, 12);
+	weft_go(locked_g, NULL);
+	weft_go(locked_g, NULL);
+	for (int i = 0; i < 10; i++)
+		weft_go(churn, NULL);
+	weft_wg_wait(&wg_all);
+	cr_assert_eq(lock_moved, 0);
+}
+
+/* ---- API errors and small contracts ------------------------------------------------- */
+
+static int answer(int argc, char **argv)
+{
+	(void)argv;
+	return weft_self() > 0 ? 40 + argc : -1;
+}
+
+Test(api, errors_and_contracts)
+{
+	errno = 0;
+	cr_assert_eq(weft_go(NULL, NULL), -1);
+	cr_assert_eq(errno, EINVAL);
+	errno = 0;
+	cr_assert_eq(weft_sleep(-1), -1);
+	cr_assert_eq(errno, EINVAL);
+	errno = 0;
+	cr_assert_eq(weft_maxprocs(-1), -1);
+	cr_assert_eq(errno, EINVAL);
+	errno = 0;
+	cr_assert_eq(weft_maxprocs(1025), -1);
+	cr_assert_eq(errno, EINVAL);
+	weft_attr_t a = { .stack_size = 1024 };
+	errno = 0;
+	cr_assert_eq(weft_go_attr(&a, nothing, NULL), -1);
+	cr_assert_eq(errno, EINVAL);
+	cr_assert_eq(weft_main(NULL, 0, NULL), -1);
+	cr_assert_eq(weft_self(), 0);
+	cr_assert_eq(weft_main(answer, 2, NULL), 42);
+	cr_assert_eq(weft_stats(NULL), -1);
+	cr_assert_eq(weft_sleep(0), 0);
+}
+
+static int procs_body(void)
+{
+	return weft_maxprocs(0);
+}
+
+Test(api, maxprocs_env_and_set)
+{
+	static char *env3[] = { "WEFT_MAXPROCS=3", NULL };
+	struct child c;
+	run_child(&c, env3, procs_body, 10);
+	cr_assert_eq(WEXITSTATUS(c.status), 3);
+	int old = weft_maxprocs(0);
+	cr_assert_eq(weft_maxprocs(4), old);
+	cr_assert_eq(weft_maxprocs(1), 4);
+	cr_assert_eq(weft_maxprocs(0), 1);
+	/* still works after shrinking */
+	weft_wg_add(&wg_tree, 1);
+	weft_go(tree, (void *)(uintptr_t)8);
+	weft_wg_wait(&wg_tree);
+	cr_assert_eq(nodes, (1L << 9) - 1);
+}
+
+/* ---- bad environment values: one warning, then the default ---------------------------- */
+
+static int env_body(void)
+{
+	weft_stats_t st;
+	weft_stats(&st);
+	printf("procs=%d\n", st.procs);
+	weft_wg_add(&wg_all, 1);
+	weft_go(nothing, NULL);
+	weft_wg_wait(&wg_all);
+	return 0;
+}
+
+Test(env, invalid_values_fall_back)
+{
+	static char *env[] = { "WEFT_MAXPROCS=abc", "WEFT_STACK_SIZE=12Q", "WEFT_DEBUG=bogus",
+			       "WEFT_STACK=weird", NULL };
+	struct child c;
+	run_child(&c, env, env_body, 10);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "stderr: %s", c.err);
+	cr_assert(strstr(c.err, "weft: ignoring WEFT_MAXPROCS=abc: want an integer 1..1024"), "%s",
+		  c.err);
+	cr_assert(strstr(c.err, "weft: ignoring WEFT_STACK_SIZE=12Q"), "%s", c.err);
+	cr_assert(strstr(c.err, "weft: ignoring WEFT_DEBUG bogus"), "%s", c.err);
+	cr_assert(strstr(c.err, "weft: ignoring WEFT_STACK=weird"), "%s", c.err);
+	/* once each */
+	cr_assert_eq(strstr(strstr(c.err, "WEFT_MAXPROCS=abc") + 1, "WEFT_MAXPROCS=abc"), NULL);
+	int procs = 0;
+	cr_assert(sscanf(c.out, "procs=%d", &procs) == 1 && procs >= 1, "%s", c.out);
+	static char *env0[] = { "WEFT_MAXPROCS=0", NULL };
+	run_child(&c, env0, env_body, 10);
+	cr_assert(strstr(c.err, "weft: ignoring WEFT_MAXPROCS=0"), "%s", c.err);
+}
+
+static int trace_body(void)
+{
+	weft_wg_add(&wg_all, 1);
+	weft_go(late_done, &wg_all);
+	weft_wg_wait(&wg_all);
+	usleep(120000);
+	return 0;
+}
+
+Test(env, schedtrace_prints)
+{
+	static char *env[] = { "WEFT_DEBUG=schedtrace=20", "WEFT_MAXPROCS=2", NULL };
+	struct child c;
+	run_child(&c, env, trace_body, 10);
+	cr_assert_eq(WEXITSTATUS(c.status), 0);
+	cr_assert(strstr(c.err, "SCHED ") && strstr(c.err, "gomaxprocs=2") &&
+			  strstr(c.err, "idleprocs=") && strstr(c.err, "runqueue="),
+		  "stderr: %s", c.err);
+}
+
+Test(env, stack_size_suffixes)
+{
+	static char *env[] = { "WEFT_STACK_SIZE=1M", NULL };
+	struct child c;
+	run_child(&c, env, overflow_child, 20);
+	check_overflow(&c, "1M");
+}
