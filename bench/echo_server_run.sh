@@ -53,6 +53,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/echo_run.XXXXXX") || exit 2
 spid=""
 
 # Stop the server we started (TERM, then KILL) and clean up.
+# shellcheck disable=SC2317  # invoked from the EXIT trap
 cleanup() {
 	if [ -n "$spid" ] && kill -0 "$spid" 2>/dev/null; then
 		kill -TERM "$spid" 2>/dev/null

@@ -17,8 +17,10 @@
  * WARMUP seconds unmeasured, then SECONDS measured; it prints one line:
  *
  *   conns=N connected=N msgs=N secs=S msgs_per_sec=R p50_us=L p99_us=L
- *   p999_us=L max_us=L mismatched_bytes=N errors=N
+ *   p999_us=L max_us=L mismatched_bytes=N errors=N client_cpu_us=N
  *
+ * client_cpu_us is loadgen's own CPU time over the measured interval: if
+ * it is close to secs * 1e6, the load generator itself was the limit.
  * Defaults: 100 connections, 5 s, 64-byte messages, 1 s warm-up.
  * connected counts connections that completed a first echo.
  *
@@ -47,13 +49,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#define NS 1000000000LL
 #define RAMP 256		/* max connections not yet proven alive */
 #define MAX_TRIES 5		/* connect attempts per connection */
-#define CONNECT_BUDGET_NS (30 * NS)	/* whole connect phase */
-#define MAX_MSG (1 << 20)
+#define CONNECT_BUDGET_NS (30 * NS)	/* whole ramp-up phase */
+#define MAX_MSG (1 << 20)	/* largest -s */
+#define SCRATCH (64 * 1024)	/* read buffer */
 #define PROC_BAD (-1.0)
-#define SCRATCH (64 * 1024)
-#define NS 1000000000LL
 
 enum { C_IDLE, C_WAIT, C_CONNECTING, C_RUNNING, C_DEAD };
 
@@ -367,6 +369,16 @@ static void usage(void)
 	exit(2);
 }
 
+/* Our own user + system CPU time in microseconds. */
+static double self_cpu_us(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
 /* utime + stime of process pid in microseconds, or PROC_BAD. */
 static double proc_cpu_us(int pid)
 {
@@ -427,8 +439,8 @@ int main(int argc, char **argv)
 {
 	struct epoll_event evs[512];
 	double secs = 5, warm = 1, elapsed, p50, p99, p999;
-	int64_t t0, t_measure = 0, t_end = 0, now;
-	double cpu0 = 0, cpu1 = 0;
+	int64_t t0, t_measure = 0, t_end = 0, now;	/* ns */
+	double cpu0 = 0, cpu1 = 0, self0 = 0, self1 = 0;
 	long threads = -1, hwm = -1;
 	int opt, i, ok, spid = 0;
 
@@ -461,9 +473,9 @@ int main(int argc, char **argv)
 		conns[i].fd = -1;
 
 	/*
-	 * Phases: ramp up (until every connection is alive or dead, bounded
-	 * by CONNECT_BUDGET_NS), warm up, measure.  Traffic flows on each
-	 * connection from the moment it connects.
+	 * Phases: ramp up (until every connection has echoed its probe or
+	 * is dead for good, bounded by CONNECT_BUDGET_NS), then load: warm
+	 * up until t_measure, measure until t_end.
 	 */
 	t0 = now_ns();
 	for (;;) {
@@ -491,16 +503,18 @@ int main(int argc, char **argv)
 				}
 				nstarted = nconns;
 				t_measure = now + (int64_t)(warm * NS);
-				t_end = t_measure + (int64_t)(secs * NS);
 			}
 		}
 		if (t_measure != 0 && !measuring && now >= t_measure) {
 			measuring = 1;
+			self0 = self_cpu_us();
 			if (spid > 0)
 				cpu0 = proc_cpu_us(spid);
 			t_measure = now;
+			t_end = now + (int64_t)(secs * NS);
 		}
 		if (measuring && now >= t_end) {
+			self1 = self_cpu_us();
 			if (spid > 0) {
 				cpu1 = proc_cpu_us(spid);
 				threads = proc_status(spid, "Threads");
@@ -523,10 +537,11 @@ int main(int argc, char **argv)
 	p999 = hist_pct(0.999);
 	printf("conns=%d connected=%" PRIu64 " msgs=%" PRIu64 " secs=%.2f "
 	       "msgs_per_sec=%.0f p50_us=%.1f p99_us=%.1f p999_us=%.1f "
-	       "max_us=%.1f mismatched_bytes=%" PRIu64 " errors=%" PRIu64,
+	       "max_us=%.1f mismatched_bytes=%" PRIu64 " errors=%" PRIu64
+	       " client_cpu_us=%.0f",
 	       nconns, connected, msgs, elapsed,
 	       elapsed > 0 ? (double)msgs / elapsed : 0.0, p50, p99, p999,
-	       (double)hist_max / 1000.0, mismatched, errors);
+	       (double)hist_max / 1000.0, mismatched, errors, self1 - self0);
 	if (spid > 0)
 		printf(" server_cpu_us=%.0f server_threads=%ld "
 		       "server_vmhwm_kib=%ld",

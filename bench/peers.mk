@@ -14,6 +14,15 @@
 #   bench-peers (phony)          all of the above
 
 BUILD ?= build
+
+# Rules below must not become the includer's default goal; run on its
+# own (make -f bench/peers.mk), the default goal is bench-peers.
+ifeq ($(words $(MAKEFILE_LIST)),1)
+PEERS_SAVED_GOAL := bench-peers
+else
+PEERS_SAVED_GOAL := $(.DEFAULT_GOAL)
+endif
+
 GO ?= go
 
 PEERS_CFLAGS := -O2 -g -Wall -Wextra -Werror -pthread
@@ -64,3 +73,5 @@ $(BUILD)/bench/peers/boost_switch: bench/peers/boost_switch.cpp
 $(PEERS_GO_BINS): $(BUILD)/bench/go/%: bench/go/%.go
 	@mkdir -p $(@D)
 	env $(PEERS_GO_ENV) $(GO) build -o $@ $<
+
+.DEFAULT_GOAL := $(PEERS_SAVED_GOAL)

@@ -3,7 +3,7 @@
  * raw futex and with a mutex + condition variable.
  *
  *   pthread_pingpong [N]   default 500000 round trips;
- *                          QUICK=1 in the env uses 20000.
+ *                          QUICK=1 in the env uses 5000.
  *
  * Prints: pthread_futex_pingpong_ns=<ns> pthread_condvar_pingpong_ns=<ns> n=<N>
  * (nanoseconds per round trip; each round trip is two wakeups).
@@ -111,7 +111,7 @@ int main(int argc, char **argv)
 
 	n = argc > 1 ? atol(argv[1]) : 500000;
 	if (quick != NULL && strcmp(quick, "1") == 0)
-		n = 20000;
+		n = 5000;
 	if (n <= 0)
 		n = 1;
 	f = run(futex_partner, futex_step);
