@@ -121,14 +121,13 @@ unsigned rt_tcache_create(void)
 	return tc;
 }
 
-/* Flags for the calling context: the P's cache if this M is inside the
- * runtime holding its P (the only time it owns it), else no cache. */
+/* Flags for the calling context: the P's cache if this M holds a P (it
+ * alone uses it: a P is never taken from its M), else no cache. */
 static int allocflags(void)
 {
 	int f = arena_ok ? MALLOCX_ARENA(arena) : 0;
 	struct m *m = getm();
-	if (m && m->p &&
-	    atomic_load_explicit(&m->p->state, memory_order_relaxed) == PSTATE(m->id, P_RUNNING))
+	if (m && m->p)
 		return f | MALLOCX_TCACHE(m->p->tcache);
 	return f | MALLOCX_TCACHE_NONE;
 }

@@ -16,12 +16,14 @@
  * its scheduler context (g0, the OS thread's own stack) to search,
  * steal, poll or sleep.
  *
- * P ownership (p->state).  While the owner M runs G code the P is
- * P_USER and sysmon may retake it (CAS) if the G runs 10 ms without
- * switching, or has sat 20 us in a blocking call (P_SYSCALL).  Runtime
- * code that touches P-local state first turns P_USER into P_RUNNING with
- * a CAS (enterruntime); if that fails the P was retaken and the G must
- * get another P or wait on the global queue for one (reacquirep).
+ * P ownership.  A P is never taken from the M that holds it, so P-local
+ * state (run queue tail, timers, caches) needs no atomic handshake on
+ * the hot path.  When an M is stuck - in a blocking call for 20 us
+ * (entersyscall) or running one G for 10 ms without a switch - and Gs
+ * wait behind it, sysmon lends capacity instead: it starts a spare P
+ * (lendp), whose M steals the stuck P's Gs.  At its next runtime call the
+ * stuck M gives one spare back (it retires at its next trip through the
+ * scheduler), so on average gomaxprocs Ps run G code, as in Go's handoffp.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -325,8 +327,20 @@ struct g *globrunqget(struct p *pp, int32_t max)
 
 /* ---- idle P and M lists (sched.lock) ----------------------------------- */
 
+static void retire_spare_locked(void);
+
+/* sched.lock held. */
 void pidleput(struct p *pp)
 {
+	/* an idle P is no longer stuck: give back what sysmon lent for it */
+	if (atomic_exchange_explicit(&pp->flags, 0, memory_order_relaxed) & PF_LENT)
+		retire_spare_locked();
+	if (pp->spare && atomic_load(&sched.nretire) > 0) {
+		atomic_fetch_sub(&sched.nretire, 1);
+		pp->link = sched.sparefree;
+		sched.sparefree = pp;
+		return;
+	}
 	pp->link = sched.pidle;
 	sched.pidle = pp;
 	atomic_fetch_add(&sched.npidle, 1); /* seq_cst: see wakep */
@@ -363,7 +377,6 @@ static void acquirep(struct m *m, struct p *pp)
 {
 	m->p = pp;
 	pp->m = m;
-	atomic_store_explicit(&pp->preempt, false, memory_order_relaxed);
 	/* release: everything the previous owner did is published through
 	 * sched.lock or the note that handed us the P */
 	atomic_store_explicit(&pp->state, PSTATE(m->id, P_RUNNING), memory_order_release);
@@ -459,13 +472,21 @@ static void startm(struct p *pp, bool spinning)
 }
 
 /* Park this M until someone hands it a P. */
+bool allpidle(void)
+{
+	int32_t n = atomic_load(&nallp);
+	for (int32_t i = 0; i < n; i++)
+		if (PSTATUS(atomic_load_explicit(&allp[i]->state, memory_order_relaxed)) != P_IDLE)
+			return false;
+	return true;
+}
+
 static void stopm(struct m *m)
 {
 	lock(&sched.lock);
 	mput(m);
-	bool allidle = atomic_load(&sched.npidle) == sched.gomaxprocs;
 	unlock(&sched.lock);
-	if (allidle && checkdead)
+	if (checkdead && allpidle())
 		checkdead();
 	notesleep(&m->park);
 	noteclear(&m->park);
@@ -616,8 +637,9 @@ static void gentry(void)
  * one is empty.  Runs due timers first. */
 static struct g *nextg_fast(struct m *m, struct p *pp)
 {
-	if (unlikely(pp->retired))
-		return NULL;
+	if (unlikely(pp->retired || (pp->spare && atomic_load_explicit(&sched.nretire,
+								      memory_order_relaxed))))
+		return NULL; /* the scheduler context retires this P */
 	int64_t t0 = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
 	if (t0 && t0 <= nanotime())
 		checktimers(pp, nanotime());
@@ -684,8 +706,7 @@ static void ready(struct g *gp, bool next)
 	struct m *m = rt_enter();
 	atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
 	gp->waitreason = W_NONE;
-	if (m && m->p && PSTATUS(atomic_load_explicit(&m->p->state, memory_order_relaxed)) ==
-				 P_RUNNING) {
+	if (m && m->p) {
 		runqput(m->p, gp, next);
 	} else {
 		globrunqput(gp);
@@ -942,35 +963,68 @@ int64_t weft_self(void)
 
 /* ---- entering and leaving the runtime ------------------------------------ */
 
-/* The P was retaken while we ran user code or sat in a blocking call:
- * get an idle P, or wait on the global queue for one. */
-static void reacquirep(struct m *m)
+/* ---- lending Ps around stuck Ms ------------------------------------------- */
+
+/* Retire one spare P: an idle one now, else the next busy one to pass
+ * through its scheduler.  sched.lock held. */
+static void retire_spare_locked(void)
 {
-	struct g *gp = m->curg;
-	m->p = NULL;
-	lock(&sched.lock);
-	struct p *pp = pidleget();
-	unlock(&sched.lock);
-	if (pp) {
-		acquirep(m, pp);
+	for (struct p **pl = &sched.pidle; *pl; pl = &(*pl)->link) {
+		struct p *pp = *pl;
+		if (pp->spare) {
+			*pl = pp->link;
+			atomic_fetch_sub(&sched.npidle, 1);
+			pp->link = sched.sparefree;
+			sched.sparefree = pp;
+			return;
+		}
+	}
+	atomic_fetch_add(&sched.nretire, 1);
+}
+
+static struct p *newp(int32_t id);
+
+/* sysmon: pp's M is stuck and Gs wait; see runtime.h. */
+void lendp(struct p *pp)
+{
+	if (atomic_load(&sched.npidle) > 0) {
+		wakep(); /* an idle P can take the waiting Gs: no need to lend */
 		return;
 	}
-	atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
-	m->afterfn = after_globrunqput;
-	m->aftergp = gp;
-	gswitch(m, gp, NULL); /* g0 finds no P and stops this M */
+	if (atomic_fetch_or(&pp->flags, PF_LENT) & PF_LENT)
+		return;
+	lock(&sched.lock);
+	struct p *sp = sched.sparefree;
+	if (sp) {
+		sched.sparefree = sp->link;
+	} else if (atomic_load(&nallp) < MAXPROCS) {
+		int32_t id = atomic_load(&nallp);
+		sp = allp[id] = newp(id);
+		sp->spare = true;
+		atomic_store(&nallp, id + 1);
+	}
+	unlock(&sched.lock);
+	if (!sp) {
+		atomic_fetch_and(&pp->flags, ~PF_LENT);
+		return;
+	}
+	startm(sp, false);
+}
+
+/* Our P's M was stuck and sysmon lent a spare: give it back. */
+static void givebackp(struct p *pp)
+{
+	if (!(atomic_fetch_and(&pp->flags, ~PF_LENT) & PF_LENT))
+		return;
+	lock(&sched.lock);
+	retire_spare_locked();
+	unlock(&sched.lock);
 }
 
 void enterruntime(struct m *m)
 {
-	struct p *pp = m->p;
-	uint64_t want = PSTATE(m->id, P_USER);
-	/* acquire: pairs with the release in leaveruntime/acquirep */
-	if (likely(pp && atomic_compare_exchange_strong_explicit(
-				 &pp->state, &want, PSTATE(m->id, P_RUNNING),
-				 memory_order_acquire, memory_order_relaxed)))
-		return;
-	reacquirep(m);
+	if (atomic_load_explicit(&m->p->flags, memory_order_relaxed) & PF_LENT)
+		givebackp(m->p);
 }
 
 /* sysmon asked the running G to give way: it goes to the back of the
@@ -978,7 +1032,7 @@ void enterruntime(struct m *m)
 static void gpreempt(struct m *m)
 {
 	struct g *gp = m->curg;
-	atomic_store_explicit(&m->p->preempt, false, memory_order_relaxed);
+	atomic_fetch_and_explicit(&m->p->flags, ~PF_PREEMPT, memory_order_relaxed);
 	if (m->lockedg)
 		return;
 	gp->rtdepth = 1;
@@ -988,20 +1042,14 @@ static void gpreempt(struct m *m)
 		m->afterfn = after_globrunqput;
 		m->aftergp = gp;
 		gswitch(m, gp, next);
-		m = getm();
 	}
 	gp->rtdepth = 0;
-	(void)m;
 }
 
 void leaveruntime(struct m *m)
 {
-	if (unlikely(atomic_load_explicit(&m->p->preempt, memory_order_relaxed))) {
+	if (atomic_load_explicit(&m->p->flags, memory_order_relaxed) & PF_PREEMPT)
 		gpreempt(m);
-		m = getm();
-	}
-	/* release: our P-local writes happen before sysmon's retake CAS */
-	atomic_store_explicit(&m->p->state, PSTATE(m->id, P_USER), memory_order_release);
 }
 
 void entersyscall(void)
@@ -1011,15 +1059,11 @@ void entersyscall(void)
 		return;
 	struct g *gp = m->curg;
 	if (gp->rtdepth != 0)
-		return; /* runtime-internal call: keep the P */
-	uint64_t want = PSTATE(m->id, P_USER);
+		return; /* runtime-internal call: not a blocking point of the G */
 	m->syscallwhen = atomic_load_explicit(&coarsenow, memory_order_relaxed);
 	atomic_store_explicit(&gp->status, G_SYSCALL, memory_order_relaxed);
-	/* release: P-local writes before sysmon may retake.  If the CAS
-	 * fails the P was already retaken as a hog: exitsyscall finds out. */
-	(void)atomic_compare_exchange_strong_explicit(&m->p->state, &want,
-						      PSTATE(m->id, P_SYSCALL),
-						      memory_order_release, memory_order_relaxed);
+	/* release: sysmon reading 1 sees a consistent syscalltick */
+	atomic_store_explicit(&m->p->insyscall, 1, memory_order_release);
 }
 
 void entersyscallblock(void)
@@ -1029,9 +1073,8 @@ void entersyscallblock(void)
 		return;
 	entersyscall();
 	struct p *pp = m->p;
-	uint64_t want = PSTATE(m->id, P_SYSCALL);
-	if (atomic_compare_exchange_strong(&pp->state, &want, PSTATE(0, P_IDLE)))
-		handoffp(pp);
+	if (!runqempty(pp) || atomic_load(&sched.runqsize) > 0)
+		lendp(pp); /* known to block long: don't wait for sysmon */
 }
 
 void exitsyscall(void)
@@ -1042,25 +1085,17 @@ void exitsyscall(void)
 	struct g *gp = m->curg;
 	if (gp->rtdepth != 0)
 		return;
-	int e = errno;
 	struct p *pp = m->p;
-	uint64_t want = PSTATE(m->id, P_SYSCALL);
+	atomic_store_explicit(&pp->insyscall, 0, memory_order_relaxed);
+	atomic_fetch_add_explicit(&pp->syscalltick, 1, memory_order_relaxed);
 	atomic_store_explicit(&gp->status, G_RUNNING, memory_order_relaxed);
-	if (likely(atomic_compare_exchange_strong_explicit(&pp->state, &want,
-							   PSTATE(m->id, P_USER),
-							   memory_order_acquire,
-							   memory_order_relaxed))) {
-		atomic_fetch_add_explicit(&pp->syscalltick, 1, memory_order_relaxed);
+	if (unlikely(atomic_load_explicit(&pp->flags, memory_order_relaxed))) {
+		int e = errno;
+		givebackp(pp);
+		if (atomic_load_explicit(&pp->flags, memory_order_relaxed) & PF_PREEMPT)
+			gpreempt(m);
 		errno = e;
-		return;
 	}
-	/* retaken: the same path as a hog's next runtime call */
-	gp->rtdepth = 1;
-	reacquirep(m);
-	m = getm();
-	gp->rtdepth = 0;
-	leaveruntime(m);
-	errno = e;
 }
 
 void weft_blocking_enter(void)
@@ -1177,15 +1212,32 @@ top:;
 	struct p *pp = m->p;
 	int64_t now = nanotime();
 	atomic_store_explicit(&coarsenow, now, memory_order_relaxed);
-	if (pp->retired) {
-		/* shrunk away: hand our Gs to the others and take a live P */
+	if (atomic_load_explicit(&pp->flags, memory_order_relaxed) & PF_LENT)
+		givebackp(pp); /* we are not stuck any more */
+	if (pp->retired || (pp->spare && atomic_load(&sched.nretire) > 0)) {
+		/* shrunk away, or a spare no longer needed: hand our Gs to the
+		 * others and sleep until given a live P */
 		lock(&sched.lock);
-		while ((gp = runqget(pp, NULL)))
-			globrunqput_locked(gp);
-		releasep(m);
+		int32_t n = atomic_load(&sched.nretire);
+		bool retire = pp->retired;
+		if (!retire && n > 0 && atomic_compare_exchange_strong(&sched.nretire, &n, n - 1))
+			retire = true;
+		if (retire) {
+			while ((gp = runqget(pp, NULL)))
+				globrunqput_locked(gp);
+			releasep(m);
+			if (pp->spare) {
+				pp->link = sched.sparefree;
+				sched.sparefree = pp;
+			}
+		}
 		unlock(&sched.lock);
-		stopm(m);
-		goto top;
+		if (retire) {
+			if (atomic_load(&sched.runqsize) > 0)
+				wakep();
+			stopm(m);
+			goto top;
+		}
 	}
 	checktimers(pp, now);
 	if (pp->schedtick % 61 == 0 && atomic_load(&sched.runqsize) > 0) {
@@ -1374,21 +1426,24 @@ int weft_maxprocs(int n)
 		unlock(&sched.lock);
 		return old;
 	}
-	int32_t have = atomic_load(&nallp);
-	for (int32_t i = have; i < n; i++)
-		allp[i] = newp(i);
-	if (n > have)
-		atomic_store(&nallp, n);
-	/* Ps [0, n) live; [n, nallp) retired: their Ms give them up at the
-	 * next trip through the scheduler and stealers drain them. */
+	/* the first n regular Ps (in allp order) live, later ones retire:
+	 * their Ms give them up at the next trip through the scheduler and
+	 * stealers drain them; spares are not counted */
+	int32_t regular = 0;
 	for (int32_t i = 0; i < atomic_load(&nallp); i++) {
 		struct p *pp = allp[i];
+		if (pp->spare)
+			continue;
 		bool was = pp->retired;
-		pp->retired = i >= n;
+		pp->retired = regular++ >= n;
 		if (was && !pp->retired && PSTATUS(atomic_load(&pp->state)) == P_IDLE)
 			pidleput(pp);
-		if (i >= old && i < n && i >= have)
-			pidleput(pp);
+	}
+	for (; regular < n && atomic_load(&nallp) < MAXPROCS; regular++) {
+		int32_t id = atomic_load(&nallp);
+		allp[id] = newp(id);
+		atomic_store(&nallp, id + 1);
+		pidleput(allp[id]);
 	}
 	/* drop retired Ps from the idle list */
 	struct p **pl = &sched.pidle;

@@ -123,7 +123,7 @@ struct g {
 	uint8_t blocking;         /* parked on something outside the runtime (netpoll, plain thread) */
 	uint16_t lockcount;       /* weft_lock_thread nesting */
 	int errno_save;           /* errno while switched out */
-	int32_t rtdepth;          /* > 0 while inside the runtime (P held as P_RUNNING) */
+	int32_t rtdepth;          /* > 0 while inside the runtime */
 	_Atomic uint64_t waitstate; /* (park seq << 2) | 0 waiting, 1 woken, 2 timed out */
 	int64_t id;               /* > 0, unique for the process lifetime */
 	void (*fn)(void *);       /* entry function */
@@ -175,16 +175,19 @@ struct m {
 /* ---- P ---------------------------------------------------------------- */
 
 enum pstatus {
-	P_IDLE,    /* on the idle list or being handed over; no owner */
-	P_RUNNING, /* owner M is in the runtime (scheduler or runtime call) */
-	P_USER,    /* owner M is running G code; sysmon may retake after 10 ms */
-	P_SYSCALL, /* owner M is in a blocking call; sysmon may retake after 20 us */
+	P_IDLE,    /* on the idle or spare list, or being handed over; no owner */
+	P_RUNNING, /* owned by an M (p->m), which alone touches its local state */
 };
 
-/* p->state packs the owner M's id with the status so that an M whose P
- * was retaken can never CAS it back after it was given to another M. */
+/* p->state packs the owner M's id with the status (for stats and dumps). */
 #define PSTATE(mid, st) (((uint64_t)(mid) << 8) | (uint64_t)(st))
 #define PSTATUS(s) ((uint32_t)((s) & 0xff))
+
+/* p->flags, set by sysmon, read by the owner with relaxed loads. */
+enum {
+	PF_LENT = 1,    /* sysmon started a spare P for this P's waiting Gs */
+	PF_PREEMPT = 2, /* the running G has had 10 ms: yield at the next runtime call */
+};
 
 struct timer;
 
@@ -220,8 +223,10 @@ struct p {
 	int32_t ntimers, captimers;
 	_Atomic int64_t timer0when; /* earliest when, 0 if none (for lock-free peeks) */
 
-	bool retired;             /* id >= gomaxprocs after weft_maxprocs shrank */
-	_Atomic bool preempt;     /* sysmon: the running G has had 10 ms; yield at the next runtime call */
+	bool retired;             /* beyond gomaxprocs after weft_maxprocs shrank */
+	bool spare;               /* lent capacity (see lendp), not one of gomaxprocs */
+	_Atomic uint32_t flags;   /* PF_* */
+	_Atomic uint32_t insyscall; /* owner M is in a blocking call (entersyscall) */
 	/* sysmon's view, touched only by sysmon */
 	uint32_t sm_schedtick, sm_syscalltick;
 	int64_t sm_when;
@@ -250,6 +255,8 @@ struct sched {
 	_Atomic int32_t started;      /* runtime initialised */
 	_Atomic int32_t nthreadwait;  /* plain OS threads blocked in waiter_block */
 	int32_t gomaxprocs;           /* active Ps */
+	_Atomic int32_t nretire;      /* spare Ps that should retire */
+	struct p *sparefree;          /* retired spare Ps (sched.lock) */
 	_Atomic int64_t nsyscallretake; /* sysmon: Ps retaken from blocking calls */
 	_Atomic int64_t nhogretake;   /* sysmon: Ps retaken from Gs running > 10 ms */
 	_Atomic int64_t npreempt;     /* sysmon: preempt requests */
@@ -301,26 +308,31 @@ void exitsyscall(void);
 /* Like entersyscall, but hand the P off at once (known to block long). */
 void entersyscallblock(void);
 
-/* Runtime entry from user code on a G: reacquire this M's P. */
+/* Runtime entry from user code on a G (rt_enter's slow part). */
 void enterruntime(struct m *m);
+/* sysmon: pp's M is stuck (blocking call, hog) and Gs wait behind it:
+ * start a spare P so they run; the M gives it back at its next runtime
+ * call.  A P is never taken away from the M that holds it. */
+void lendp(struct p *pp);
+bool allpidle(void);
 /* Return to user code on a G. */
 void leaveruntime(struct m *m);
-/* Bracket runtime work that may touch P-local state from any context:
- * on a G it reacquires the P (nesting is cheap); elsewhere a no-op.
+/* Bracket runtime work on a G (a public call that may park, ready or
+ * allocate): the first level checks sysmon's flags; nesting is a counter.
  * Returns the M (NULL on a plain thread). */
 static inline struct m *rt_enter(void)
 {
 	struct m *m = tls_m;
-	if (m && m->curg && m->curg->rtdepth++ == 0) {
+	if (m && m->curg && m->curg->rtdepth++ == 0 &&
+	    unlikely(atomic_load_explicit(&m->p->flags, memory_order_relaxed)))
 		enterruntime(m);
-		m = tls_m; /* the G may have moved to another M to get a P */
-	}
 	return m;
 }
 static inline void rt_leave(void)
 {
 	struct m *m = tls_m;
-	if (m && m->curg && --m->curg->rtdepth == 0)
+	if (m && m->curg && --m->curg->rtdepth == 0 &&
+	    unlikely(atomic_load_explicit(&m->p->flags, memory_order_relaxed) & PF_PREEMPT))
 		leaveruntime(m);
 }
 extern _Atomic int64_t coarsenow; /* nanotime, refreshed by sysmon and the scheduler */

@@ -1,8 +1,11 @@
 /*
  * sysmon.c - the system monitor: an OS thread (not a G, holds no P) that
- *   - retakes a P whose M has sat in a blocking call (P_SYSCALL) for
+ *   - notices a P whose M has sat in a blocking call (entersyscall) for
  *     more than 20 us, or has run one G for more than 10 ms without a
- *     switch (P_USER), and hands it to another M (handoffp);
+ *     switch, while Gs wait behind it, and hands the waiting Gs to another
+ *     M: an idle P if there is one, else a spare P lent for as long as the
+ *     M stays stuck (lendp, proc.c); a hog is also asked to yield at its
+ *     next runtime call;
  *   - polls the network if nobody has for 10 ms;
  *   - prints the schedtrace line (WEFT_DEBUG=schedtrace=<ms>).
  * It sleeps 20 us between rounds while it finds work, backing off to
@@ -33,58 +36,46 @@ static bool haswork(struct p *pp, int64_t now)
 	return !runqempty(pp) || (t0 && t0 <= now);
 }
 
-/* Returns how many Ps were retaken. */
+/* Lend capacity around stuck Ms; returns how many Ps were lent. */
 static int retake(int64_t now)
 {
 	int n = 0;
+	int32_t np = atomic_load(&sched.npidle);
 	for (int32_t i = 0; i < MAXPROCS && allp[i]; i++) {
 		struct p *pp = allp[i];
-		uint64_t s = atomic_load(&pp->state);
-		uint32_t st = PSTATUS(s);
-		if (st == P_SYSCALL) {
-			uint32_t t = atomic_load_explicit(&pp->syscalltick, memory_order_relaxed);
-			if (pp->sm_syscalltick != t || pp->sm_when == 0) {
-				pp->sm_syscalltick = t;
-				pp->sm_when = now;
-				continue;
-			}
-			/* no other work and someone idle to take new work: let
-			 * it be, up to 10 ms, so sysmon can back off */
-			if (!haswork(pp, now) && atomic_load(&sched.runqsize) == 0 &&
-			    atomic_load(&sched.nmspinning) + atomic_load(&sched.npidle) > 0 &&
-			    now - pp->sm_when < HOG_RETAKE_NS)
-				continue;
-			if (now - pp->sm_when < SYSCALL_RETAKE_NS)
-				continue;
-		} else if (st == P_USER || st == P_RUNNING) {
-			uint32_t t = __atomic_load_n(&pp->schedtick, __ATOMIC_RELAXED);
-			if (pp->sm_schedtick != t || pp->sm_when == 0) {
-				pp->sm_schedtick = t;
-				pp->sm_when = now;
-				continue;
-			}
-			if (now - pp->sm_when < HOG_RETAKE_NS)
-				continue;
-			if (!haswork(pp, now) && atomic_load(&sched.runqsize) == 0)
-				continue; /* nobody is starved */
-			/* inside the runtime (a G spawning or sending in a loop
-			 * without ever switching): ask it to yield when it
-			 * leaves; in user code: take its P */
-			if (st == P_RUNNING) {
-				if (!atomic_exchange_explicit(&pp->preempt, true, memory_order_relaxed))
-					atomic_fetch_add(&sched.npreempt, 1);
-				continue;
-			}
-		} else {
+		if (PSTATUS(atomic_load(&pp->state)) != P_RUNNING) {
 			pp->sm_when = 0;
 			continue;
 		}
-		if (atomic_compare_exchange_strong(&pp->state, &s, PSTATE(0, P_IDLE))) {
-			pp->sm_when = 0;
-			atomic_fetch_add(st == P_SYSCALL ? &sched.nsyscallretake : &sched.nhogretake, 1);
-			handoffp(pp);
-			n++;
+		/* acquire: pairs with entersyscall's release */
+		bool insys = atomic_load_explicit(&pp->insyscall, memory_order_acquire);
+		uint32_t tick = insys ? atomic_load_explicit(&pp->syscalltick, memory_order_relaxed)
+				      : __atomic_load_n(&pp->schedtick, __ATOMIC_RELAXED);
+		uint32_t *seen = insys ? &pp->sm_syscalltick : &pp->sm_schedtick;
+		if (*seen != tick || pp->sm_when == 0) {
+			*seen = tick;
+			pp->sm_when = now;
+			continue;
 		}
+		if (now - pp->sm_when < (insys ? SYSCALL_RETAKE_NS : HOG_RETAKE_NS))
+			continue;
+		if (atomic_load_explicit(&pp->flags, memory_order_relaxed) & PF_LENT)
+			continue; /* already has a spare working for it */
+		if (!haswork(pp, now) && atomic_load(&sched.runqsize) == 0)
+			continue; /* nobody waits behind it */
+		if (!insys) {
+			/* a hog: ask it to yield at its next runtime call */
+			if (!(atomic_fetch_or(&pp->flags, PF_PREEMPT) & PF_PREEMPT))
+				atomic_fetch_add(&sched.npreempt, 1);
+		}
+		if (np > 0) {
+			wakep(); /* an idle P will steal the waiting Gs */
+			continue;
+		}
+		atomic_fetch_add(insys ? &sched.nsyscallretake : &sched.nhogretake, 1);
+		pp->sm_when = 0;
+		lendp(pp);
+		n++;
 	}
 	return n;
 }
@@ -128,9 +119,9 @@ static void *sysmon(void *arg)
 
 		/* everything idle: sleep until a P is acquired (or the next
 		 * trace line is due) */
-		if (atomic_load(&sched.npidle) == sched.gomaxprocs) {
+		if (allpidle()) {
 			lock(&sched.lock);
-			if (atomic_load(&sched.npidle) == sched.gomaxprocs) {
+			if (allpidle()) {
 				noteclear(&sched.sysmonnote);
 				atomic_store(&sched.sysmonwait, 1);
 				unlock(&sched.lock);

@@ -1,0 +1,419 @@
+/*
+ * traceback.c - backtraces of green threads, and turning them into
+ * function, file and line.
+ *
+ * Walking is libunwind's local unwinder (DWARF CFI), started from:
+ *   - a switched-out G: the frame weft_ctx_switch left at g->sp
+ *     (arch/x86_64/ctx_frame.h) gives rip, rbx, rbp, r12-r15, and the sp
+ *     once that frame is popped;
+ *   - a running G: the ucontext of the signal that stopped its thread;
+ *   - the caller: unw_getcontext.
+ * The caller of the walk makes sure the stack does not change meanwhile
+ * (dump.c stops every M first).
+ *
+ * Symbols come from addr2line (binutils), run once per module as a
+ * helper that answers one address per line; without it, or without
+ * debug info, a frame prints as module+offset, which addr2line or gdb
+ * can resolve later.  All of this runs in the dump path only.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#include "diag.h"
+
+/* ---- walking ------------------------------------------------------------- */
+
+static void walk(unw_cursor_t *cur, struct tb *t)
+{
+	t->n = 0;
+	do {
+		unw_word_t ip;
+		if (unw_get_reg(cur, UNW_REG_IP, &ip) < 0 || ip == 0)
+			break;
+		t->pc[t->n++] = (uintptr_t)ip;
+	} while (t->n < TB_MAXFRAMES && unw_step(cur) > 0);
+}
+
+void tb_from_frame(void *sp, struct tb *t)
+{
+	const struct ctx_frame *f = sp;
+	unw_context_t uc;
+	memset(&uc, 0, sizeof uc);
+	greg_t *r = uc.uc_mcontext.gregs;
+	r[REG_RIP] = (greg_t)f->rip;
+	r[REG_RSP] = (greg_t)ctx_frame_sp(sp);
+	r[REG_RBP] = (greg_t)f->rbp;
+	r[REG_RBX] = (greg_t)f->rbx;
+	r[REG_R12] = (greg_t)f->r12;
+	r[REG_R13] = (greg_t)f->r13;
+	r[REG_R14] = (greg_t)f->r14;
+	r[REG_R15] = (greg_t)f->r15;
+	unw_cursor_t cur;
+	t->n = 0;
+	t->exact0 = false; /* rip is the return address of the switch call */
+	if (unw_init_local(&cur, &uc) == 0)
+		walk(&cur, t);
+}
+
+void tb_from_ucontext(void *uc, struct tb *t)
+{
+	unw_cursor_t cur;
+	t->n = 0;
+	t->exact0 = true;
+	if (unw_init_local2(&cur, (unw_context_t *)uc, UNW_INIT_SIGNAL_FRAME) == 0)
+		walk(&cur, t);
+}
+
+void tb_here(struct tb *t)
+{
+	unw_context_t uc;
+	unw_cursor_t cur;
+	t->n = 0;
+	t->exact0 = false;
+	if (unw_getcontext(&uc) == 0 && unw_init_local(&cur, &uc) == 0)
+		walk(&cur, t);
+}
+
+/* ---- addr2line helpers ------------------------------------------------------ */
+
+#define MAXMODS 32
+#define A2L_TIMEOUT_MS 5000
+
+struct a2l {
+	char *path;    /* module file */
+	pid_t pid;     /* 0: not started, -1: unusable */
+	int in, out;   /* our ends: write addresses, read answers */
+	char buf[4096];
+	size_t len;    /* buffered answer bytes */
+};
+
+static struct a2l mods[MAXMODS];
+static int nmods;
+
+/* strdup with our own malloc: inside libweft malloc/free are the
+ * private jemalloc's, while libc's strdup would use libc's malloc. */
+static char *sdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *d = malloc(n);
+	if (d)
+		memcpy(d, s, n);
+	return d;
+}
+
+/* The environment without LD_PRELOAD: addr2line should not run weft. */
+static char **cleanenv(void)
+{
+	extern char **environ;
+	size_t n = 0;
+	while (environ[n])
+		n++;
+	char **env = malloc((n + 1) * sizeof *env);
+	if (!env)
+		return NULL;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], "LD_PRELOAD=", 11) != 0)
+			env[k++] = environ[i];
+	env[k] = NULL;
+	return env;
+}
+
+static void a2l_start(struct a2l *a)
+{
+	int in[2], out[2];
+	a->pid = -1;
+	if (pipe2(in, O_CLOEXEC) != 0)
+		return;
+	if (pipe2(out, O_CLOEXEC) != 0) {
+		close(in[0]);
+		close(in[1]);
+		return;
+	}
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	char *argv[] = { "addr2line", "-f", "-e", a->path, NULL };
+	char **env = cleanenv();
+	pid_t pid;
+	int e = env ? posix_spawnp(&pid, "addr2line", &fa, NULL, argv, env) : ENOMEM;
+	free(env);
+	posix_spawn_file_actions_destroy(&fa);
+	close(in[0]);
+	close(out[1]);
+	if (e != 0) {
+		close(in[1]);
+		close(out[0]);
+		return;
+	}
+	a->pid = pid;
+	a->in = in[1];
+	a->out = out[0];
+	a->len = 0;
+}
+
+static void a2l_stop(struct a2l *a)
+{
+	if (a->pid > 0) {
+		close(a->in);
+		close(a->out);
+		kill(a->pid, SIGKILL);
+		while (waitpid(a->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	a->pid = -1;
+}
+
+/* One answer line (without the newline) into line; false on failure. */
+static bool a2l_line(struct a2l *a, char *line, size_t cap)
+{
+	for (;;) {
+		char *nl = memchr(a->buf, '\n', a->len);
+		if (nl) {
+			size_t n = (size_t)(nl - a->buf);
+			size_t c = n < cap - 1 ? n : cap - 1;
+			memcpy(line, a->buf, c);
+			line[c] = 0;
+			a->len -= n + 1;
+			memmove(a->buf, nl + 1, a->len);
+			return true;
+		}
+		if (a->len == sizeof a->buf)
+			a->len = 0; /* an absurdly long line: drop it */
+		struct pollfd p = { a->out, POLLIN, 0 };
+		if (poll(&p, 1, A2L_TIMEOUT_MS) <= 0)
+			return false;
+		ssize_t r = read(a->out, a->buf + a->len, sizeof a->buf - a->len);
+		if (r <= 0) {
+			if (r < 0 && errno == EINTR)
+				continue;
+			return false;
+		}
+		a->len += (size_t)r;
+	}
+}
+
+/* Ask the helper for module-relative address addr: function name and
+ * "file:line".  False if there is no helper or it failed. */
+static bool a2l_query(struct a2l *a, uintptr_t addr, char *fn, size_t fncap, char *loc,
+		      size_t loccap)
+{
+	if (a->pid == 0)
+		a2l_start(a);
+	if (a->pid < 0)
+		return false;
+	char q[32];
+	int n = snprintf(q, sizeof q, "0x%lx\n", (unsigned long)addr);
+	if (write(a->in, q, (size_t)n) != n || !a2l_line(a, fn, fncap) ||
+	    !a2l_line(a, loc, loccap)) {
+		a2l_stop(a);
+		return false;
+	}
+	return true;
+}
+
+static struct a2l *modfor(const char *path)
+{
+	for (int i = 0; i < nmods; i++)
+		if (!strcmp(mods[i].path, path))
+			return &mods[i];
+	if (nmods == MAXMODS)
+		return NULL;
+	struct a2l *a = &mods[nmods];
+	a->path = sdup(path);
+	if (!a->path)
+		return NULL;
+	a->pid = 0;
+	nmods++;
+	return a;
+}
+
+/* ---- symbol cache ------------------------------------------------------------- */
+
+struct sym {
+	uintptr_t pc;       /* 0: empty slot */
+	char *fn;           /* function name, or NULL */
+	char *loc;          /* "file:line", or NULL */
+	const char *module; /* base name of the module */
+	uintptr_t off;      /* pc - module base */
+};
+
+static struct sym *cache;
+static size_t cachecap, cachelen;
+
+static struct sym *cacheslot(uintptr_t pc)
+{
+	if (cachelen * 2 >= cachecap) {
+		size_t ncap = cachecap ? cachecap * 2 : 1024;
+		struct sym *n = calloc(ncap, sizeof *n);
+		if (!n)
+			return NULL;
+		for (size_t i = 0; i < cachecap; i++) {
+			if (!cache[i].pc)
+				continue;
+			size_t j = (cache[i].pc * 0x9e3779b97f4a7c15ULL >> 20) & (ncap - 1);
+			while (n[j].pc)
+				j = (j + 1) & (ncap - 1);
+			n[j] = cache[i];
+		}
+		free(cache);
+		cache = n;
+		cachecap = ncap;
+	}
+	size_t j = (pc * 0x9e3779b97f4a7c15ULL >> 20) & (cachecap - 1);
+	while (cache[j].pc && cache[j].pc != pc)
+		j = (j + 1) & (cachecap - 1);
+	return &cache[j];
+}
+
+/* The running program's file (static: module names point into it). */
+static const char *exepath(void)
+{
+	static char exe[4096];
+	if (!exe[0]) {
+		ssize_t r = readlink("/proc/self/exe", exe, sizeof exe - 1);
+		if (r <= 0)
+			r = snprintf(exe, sizeof exe, "?");
+		exe[r] = 0;
+	}
+	return exe;
+}
+
+/* Is the module loaded at base position-independent (addresses given to
+ * addr2line relative to base), or a fixed executable (absolute)? */
+static bool relocatable(const void *base)
+{
+	const Elf64_Ehdr *eh = base;
+	return eh->e_type == ET_DYN;
+}
+
+static bool useful(const char *s)
+{
+	return s[0] && strncmp(s, "??", 2) != 0;
+}
+
+/* Symbolise one pc (a code address; the caller has already stepped a
+ * return address back into its call instruction). */
+static const struct sym *symbolise(uintptr_t pc)
+{
+	struct sym *s = cacheslot(pc);
+	if (!s)
+		return NULL;
+	if (s->pc == pc)
+		return s;
+	s->pc = pc;
+	cachelen++;
+	Dl_info di;
+	if (!dladdr((void *)pc, &di) || !di.dli_fname) {
+		s->module = "?";
+		s->off = pc;
+		return s;
+	}
+	const char *slash = strrchr(di.dli_fname, '/');
+	s->module = slash ? slash + 1 : di.dli_fname;
+	s->off = pc - (uintptr_t)di.dli_fbase;
+	/* the main program's dli_fname may be "" or argv[0]-relative */
+	const char *path = di.dli_fname;
+	if (!path[0] || !strchr(path, '/')) {
+		path = exepath();
+		slash = strrchr(path, '/');
+		s->module = slash ? slash + 1 : path;
+	}
+	char fn[512], loc[1024];
+	struct a2l *a = modfor(path);
+	uintptr_t q = relocatable(di.dli_fbase) ? s->off : pc;
+	if (a && a2l_query(a, q, fn, sizeof fn, loc, sizeof loc)) {
+		if (useful(fn))
+			s->fn = sdup(fn);
+		char *disc = strstr(loc, " (discriminator");
+		if (disc)
+			*disc = 0;
+		size_t n = strlen(loc);
+		if (useful(loc) && !strstr(loc, ":?") && !(n >= 2 && !strcmp(loc + n - 2, ":0")))
+			s->loc = sdup(loc);
+	}
+	if (!s->fn && di.dli_sname)
+		s->fn = sdup(di.dli_sname);
+	return s;
+}
+
+void tb_symclose(void)
+{
+	for (int i = 0; i < nmods; i++) {
+		a2l_stop(&mods[i]);
+		free(mods[i].path);
+	}
+	nmods = 0;
+	for (size_t i = 0; i < cachecap; i++) {
+		free(cache[i].fn);
+		free(cache[i].loc);
+	}
+	free(cache);
+	cache = NULL;
+	cachecap = cachelen = 0;
+}
+
+/* ---- printing ------------------------------------------------------------------- */
+
+/* Frames that are the runtime itself: the switch and park machinery
+ * above the API call, and the G's entry below its function. */
+static bool isentry(const char *fn)
+{
+	return fn && (!strcmp(fn, "gentry") || !strcmp(fn, "weft_ctx_start") ||
+		      !strcmp(fn, "mainwrap"));
+}
+
+void tb_print(const struct tb *t, FILE *out)
+{
+	const struct sym *s[TB_MAXFRAMES];
+	int n = t->n;
+	for (int i = 0; i < n; i++) {
+		/* a return address points after the call: look up the call */
+		uintptr_t pc = t->pc[i] - (i == 0 && t->exact0 ? 0 : 1);
+		s[i] = symbolise(pc);
+	}
+	/* drop the runtime's frames above the first weft_ API frame, if
+	 * one is close to the top (a parked G: gswitch, gopark, ...) */
+	int first = 0;
+	for (int i = 0; i < n && i < 12; i++) {
+		if (s[i] && s[i]->fn && !strncmp(s[i]->fn, "weft_", 5) &&
+		    strcmp(s[i]->fn, "weft_ctx_switch") != 0) {
+			first = i;
+			break;
+		}
+	}
+	while (n > first + 1 && s[n - 1] && isentry(s[n - 1]->fn))
+		n--;
+	if (n == 0)
+		fprintf(out, "\t(no frames)\n");
+	for (int i = first; i < n; i++) {
+		if (!s[i]) {
+			fprintf(out, "?()\n\t?+%#lx\n", (unsigned long)t->pc[i]);
+			continue;
+		}
+		fprintf(out, "%s()\n", s[i]->fn ? s[i]->fn : "?");
+		if (s[i]->loc)
+			fprintf(out, "\t%s (%s+%#lx)\n", s[i]->loc, s[i]->module,
+				(unsigned long)s[i]->off);
+		else
+			fprintf(out, "\t%s+%#lx\n", s[i]->module, (unsigned long)s[i]->off);
+	}
+	if (t->n == TB_MAXFRAMES)
+		fprintf(out, "...additional frames elided...\n");
+}
