@@ -70,7 +70,7 @@ enum {
 	PD_SYSCALL = 1 << 4, /* I/O blocks the thread, under entersyscall */
 	PD_NOPOLL = 1 << 5,  /* epoll refuses it (regular file, directory) */
 	PD_DRAINOK = 1 << 6, /* TCP or pipe: a short read empties it */
-	PD_NODRAIN = 1 << 7, /* urgent data seen: no short-read shortcut */
+	PD_NODRAIN = 1 << 7, /* urgent data or hangup seen: no short-read shortcut */
 	PD_CLOSING = 1 << 8, /* close in progress */
 };
 

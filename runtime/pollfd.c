@@ -163,7 +163,10 @@ void pollfd_event(uint64_t tag, uint32_t events, struct g **list)
 		dirs |= PD_WRITE;
 	lock(&d->lock);
 	if (atomic_load_explicit(&d->seq, memory_order_relaxed) == (uint32_t)(tag >> 32)) {
-		if (events & EPOLLPRI) /* urgent data ends a read short */
+		/* urgent data ends a read short; a short read may have
+		 * taken the FIN (or met the error) that this event reports,
+		 * and no further event would come: read until EOF from now */
+		if (events & (EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 			setflags(d, pdflags(d) | PD_NODRAIN);
 		event_locked(d, dirs, list);
 	}

@@ -236,8 +236,8 @@ static uint32_t runqgrab(struct p *victim, struct g *_Atomic *batch, uint32_t bh
 			 * moment, as Go does, unless the victim is idle */
 			if (PSTATUS(atomic_load_explicit(&victim->state, memory_order_relaxed)) !=
 			    P_IDLE)
-				for (int i = 0; i < 50; i++)
-					sched_yield();
+				for (int i = 0; i < 200; i++) /* ~2 us, no system call */
+					__builtin_ia32_pause();
 			if (!atomic_compare_exchange_strong_explicit(&victim->runnext, &next, NULL,
 								     memory_order_acquire,
 								     memory_order_relaxed))
@@ -876,6 +876,14 @@ int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 	struct g *gp = gfget(pp, sz);
 	if (!gp)
 		gp = malg(pp, sz);
+	if (gp && splitstack_prepare && splitstack_prepare(gp, attr) != 0) {
+		lock(&sched.lock); /* no segmented stack: back to the free list */
+		gp->schedlink = sched.gfree;
+		sched.gfree = gp;
+		sched.ngfree++;
+		unlock(&sched.lock);
+		gp = NULL;
+	}
 	if (!gp) {
 		rt_leave();
 		errno = ENOMEM;
@@ -1233,6 +1241,10 @@ top:;
 		}
 		unlock(&sched.lock);
 		if (retire) {
+			if (m->spinning) {
+				m->spinning = false;
+				atomic_fetch_sub(&sched.nmspinning, 1);
+			}
 			if (atomic_load(&sched.runqsize) > 0)
 				wakep();
 			stopm(m);
@@ -1382,6 +1394,7 @@ static struct p *newp(int32_t id)
 }
 
 static pthread_once_t startonce = PTHREAD_ONCE_INIT;
+void dump_init(void) __attribute__((weak));
 
 static void runtime_init_once(void)
 {
@@ -1400,6 +1413,8 @@ static void runtime_init_once(void)
 	atomic_store(&nallp, weftenv.maxprocs);
 	unlock(&sched.lock);
 	sysmon_start();
+	if (dump_init)
+		dump_init(); /* SIGQUIT dumps (dump.c) */
 	atomic_store_explicit(&sched.started, 1, memory_order_release);
 }
 

@@ -230,6 +230,7 @@ struct p {
 	/* sysmon's view, touched only by sysmon */
 	uint32_t sm_schedtick, sm_syscalltick;
 	int64_t sm_when;
+	int64_t sm_preempt;       /* when sysmon set PF_PREEMPT */
 };
 
 /* ---- scheduler globals ------------------------------------------------- */
@@ -254,6 +255,7 @@ struct sched {
 	_Atomic int64_t polluntil;    /* when the blocked poller will wake */
 	_Atomic int32_t started;      /* runtime initialised */
 	_Atomic int32_t nthreadwait;  /* plain OS threads blocked in waiter_block */
+	_Atomic int32_t nthreadwoken; /* of those, woken but not yet running (deadlock.c) */
 	int32_t gomaxprocs;           /* active Ps */
 	_Atomic int32_t nretire;      /* spare Ps that should retire */
 	struct p *sparefree;          /* retired spare Ps (sched.lock) */
@@ -355,6 +357,8 @@ void forEachG(void (*fn)(struct g *gp, void *arg), void *arg);
 /* Deadlock check (deadlock.c, Go's checkdead): called by an M that is
  * about to sleep with every P idle.  Weak: absent until it is linked. */
 void checkdead(void) __attribute__((weak));
+/* The same from a plain thread about to block in waiter_block. */
+void checkdead_thread(void) __attribute__((weak));
 
 /* ---- timers (timer.c) -------------------------------------------------- */
 

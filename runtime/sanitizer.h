@@ -1,9 +1,11 @@
 /*
- * sanitizer.h - telling ASan, TSan and valgrind about G stacks.
- * Compiled to nothing unless the build enables them (make SAN=...,
- * make VALGRIND=1).  Every switch announces itself: ASan must know which
- * stack is live (__sanitizer_start/finish_switch_fiber), TSan which fiber
- * runs, valgrind where the stacks are.
+ * sanitizer.h - what else must hear of a G switch: ASan, TSan, valgrind
+ * and libgcc's split-stack state.  Compiled to nothing unless the build
+ * enables them (make SAN=..., make VALGRIND=1, the libweft_split variant
+ * with -DWEFT_SPLITSTACK).  Every switch announces itself: ASan must know
+ * which stack is live (__sanitizer_start/finish_switch_fiber), TSan which
+ * fiber runs, valgrind where the stacks are, and libgcc which segment
+ * list and stack limit are current (splitstack.c).
  */
 #ifndef WEFT_SANITIZER_H
 #define WEFT_SANITIZER_H
@@ -38,11 +40,40 @@ void __tsan_switch_to_fiber(void *fiber, unsigned flags);
 #include <valgrind/valgrind.h>
 #endif
 
+#ifdef WEFT_SPLITSTACK
+/* libgcc (generic-morestack.c), in the -fsplit-stack executable; absent
+ * (NULL) in a program built without it. */
+void __splitstack_getcontext(void *ctx[10]) __attribute__((weak));
+void __splitstack_setcontext(void *ctx[10]) __attribute__((weak));
+extern void *splitstack_zeroctx[10] HIDDEN; /* g0 and guarded Gs */
+void splitstack_gdead(struct g *gp) HIDDEN;
+
+/* Only segmented Gs have a context of their own (g->splitctx); g0 and
+ * guarded Gs share the zero one, which never changes. */
+static inline void split_switch(struct g *from, struct g *to)
+{
+	void **fc = from ? from->splitctx : NULL;
+	void **tc = to ? to->splitctx : NULL;
+	if (fc)
+		__splitstack_getcontext(fc);
+	if (tc)
+		__splitstack_setcontext(tc);
+	else if (fc)
+		__splitstack_setcontext(splitstack_zeroctx);
+}
+#endif
+
 static inline void san_thread_start(struct m *m)
 {
 	(void)m;
 #ifdef WEFT_TSAN
 	m->g0tsan = __tsan_get_current_fiber();
+#endif
+#ifdef WEFT_SPLITSTACK
+	/* g0 runs no split-stack code: give it the zero context that guarded
+	 * Gs share, instead of the limit glibc set for this thread's stack */
+	if (__splitstack_setcontext)
+		__splitstack_setcontext(splitstack_zeroctx);
 #endif
 }
 
@@ -63,6 +94,10 @@ static inline void san_gcreate(struct g *gp)
 static inline void san_gdestroy(struct g *gp)
 {
 	(void)gp;
+#ifdef WEFT_SPLITSTACK
+	if (gp->splitctx)
+		splitstack_gdead(gp);
+#endif
 #ifdef WEFT_VALGRIND
 	if (gp->valgrind_id) {
 		VALGRIND_STACK_DEREGISTER(gp->valgrind_id);
@@ -86,6 +121,9 @@ static inline void san_switch_start(struct m *m, struct g *from, struct g *to)
 #endif
 #ifdef WEFT_TSAN
 	__tsan_switch_to_fiber(to ? to->tsan_fiber : m->g0tsan, 0);
+#endif
+#ifdef WEFT_SPLITSTACK
+	split_switch(from, to);
 #endif
 }
 

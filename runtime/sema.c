@@ -53,10 +53,14 @@ bool waiter_claim(struct waiter *w)
 
 void waiter_wake(struct waiter *w)
 {
-	if (w->g)
+	if (w->g) {
 		goready(w->g);
-	else
-		notewakeup(&w->note);
+		return;
+	}
+	/* counted until the thread runs again, so that the deadlock check
+	 * never takes a woken thread for a blocked one */
+	atomic_fetch_add(&sched.nthreadwoken, 1);
+	notewakeup(&w->note);
 }
 
 /* Deadline timer of a parked G: arg is the G, seq its wait. */
@@ -115,25 +119,32 @@ bool waiter_block(struct waiter *w, void (*unlockf)(void *), void *arg, int reas
 			deltimer(gp->timer);
 		return st == WS_WOKEN;
 	}
-	/* plain OS thread: sleep on the note (counted for the deadlock check:
-	 * a thread blocked here cannot wake anyone) */
-	if (deadline < 0)
-		atomic_fetch_add(&sched.nthreadwait, 1);
+	/* plain OS thread: sleep on the note.  For the deadlock check, an
+	 * untimed sleeper counts in nthreadwait from after unlockf (which
+	 * may wake someone) and each wake in nthreadwoken until the thread
+	 * runs; nthreadwait is dropped first, so the difference never
+	 * overstates the blocked. */
 	if (unlockf)
 		unlockf(arg);
 	if (deadline < 0) {
+		atomic_fetch_add(&sched.nthreadwait, 1);
+		if (checkdead_thread)
+			checkdead_thread();
 		notesleep(&w->note);
 		atomic_fetch_sub(&sched.nthreadwait, 1);
+		atomic_fetch_sub(&sched.nthreadwoken, 1);
 		return true;
 	}
 	int64_t left = deadline - nanotime();
-	if (notetsleep(&w->note, left > 0 ? left : 0))
-		return true;
-	uint32_t want = WS_WAIT;
-	if (atomic_compare_exchange_strong_explicit(&w->done, &want, WS_TIMEDOUT,
-						    memory_order_acq_rel, memory_order_relaxed))
-		return false;
-	notesleep(&w->note); /* claimed just now: the wake is on its way */
+	if (!notetsleep(&w->note, left > 0 ? left : 0)) {
+		uint32_t want = WS_WAIT;
+		if (atomic_compare_exchange_strong_explicit(&w->done, &want, WS_TIMEDOUT,
+							    memory_order_acq_rel,
+							    memory_order_relaxed))
+			return false;
+		notesleep(&w->note); /* claimed just now: the wake is on its way */
+	}
+	atomic_fetch_sub(&sched.nthreadwoken, 1);
 	return true;
 }
 
@@ -155,13 +166,14 @@ int weft_sleep(int64_t ns)
 		weft_yield();
 		return 0;
 	}
-	int e = errno;
+	/* errno needs no saving: the switch keeps it with the G.  (errno = e
+	 * here would write through an __errno_location result cached from
+	 * before the park, i.e. into the old OS thread's errno.) */
 	int64_t deadline = nanotime() + ns;
 	struct waiter w;
 	waiter_init(&w);
 	while (waiter_block(&w, NULL, NULL, W_SLEEP, deadline))
 		waiter_init(&w); /* nobody else wakes a sleeper; be safe anyway */
-	errno = e;
 	return 0;
 }
 
@@ -172,17 +184,20 @@ static void wgunlock(void *arg)
 	spinunlock(&((weft_wg_t *)arg)->_lock);
 }
 
+/* The count is atomic, so add/done never lock unless the count reaches
+ * zero: then the waiters, which queue under the lock only after seeing a
+ * non-zero count under it, are all taken and woken.  seq_cst on the count:
+ * a waiter's check and a doner's decrement are totally ordered. */
 void weft_wg_add(weft_wg_t *wg, int64_t delta)
 {
-	spinlock(&wg->_lock);
-	/* relaxed: the lock orders it; atomic only for lock-free readers */
-	int64_t c = __atomic_add_fetch(&wg->_count, delta, __ATOMIC_RELAXED);
-	if (c < 0) {
-		spinunlock(&wg->_lock);
+	int64_t c = __atomic_add_fetch(&wg->_count, delta, __ATOMIC_SEQ_CST);
+	if (c < 0)
 		fatal("negative weft_wg counter (more done than add)");
-	}
+	if (c > 0 || delta > 0)
+		return;
+	spinlock(&wg->_lock);
 	struct waiter *list = NULL;
-	if (c == 0) {
+	if (__atomic_load_n(&wg->_count, __ATOMIC_SEQ_CST) == 0) {
 		list = wg->_waiters;
 		wg->_waiters = NULL;
 	}
@@ -212,8 +227,10 @@ void weft_wg_done(weft_wg_t *wg)
 
 void weft_wg_wait(weft_wg_t *wg)
 {
+	if (__atomic_load_n(&wg->_count, __ATOMIC_SEQ_CST) == 0)
+		return;
 	spinlock(&wg->_lock);
-	if (__atomic_load_n(&wg->_count, __ATOMIC_RELAXED) == 0) {
+	if (__atomic_load_n(&wg->_count, __ATOMIC_SEQ_CST) == 0) {
 		spinunlock(&wg->_lock);
 		return;
 	}

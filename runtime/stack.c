@@ -201,9 +201,10 @@ static void slotbounds(struct stackchunk *c, uint32_t i, struct stack *s)
  * and (canary chunks) the canary just above it. */
 static void toprange(const struct stack *s, char **from, size_t *len)
 {
-	char *a = (char *)((uintptr_t)(s->hi - 1024) & ~(PAGE - 1));
-	char *b = (char *)(((uintptr_t)s->hi + CANARY + PAGE - 1) & ~(PAGE - 1));
 	struct stackchunk *c = s->chunk;
+	char *a = (char *)((uintptr_t)(s->hi - 1024) & ~(PAGE - 1));
+	char *top = s->hi + (c->kind == STACK_CANARY ? CANARY : 0);
+	char *b = (char *)(((uintptr_t)top + PAGE - 1) & ~(PAGE - 1));
 	if (b > c->base + c->len)
 		b = c->base + c->len;
 	*from = a;
@@ -292,10 +293,16 @@ int stackalloc(struct p *pp, struct stack *s, size_t size)
 	return r;
 }
 
+void splitstack_free(struct stack *s); /* splitstack.c */
+
 void stackfree(struct p *pp, struct stack *s)
 {
 	if (!s->lo)
 		return;
+	if (s->kind == STACK_SEGMENTED) {
+		splitstack_free(s);
+		return;
+	}
 	if (pp && stacksize(s) == defusable &&
 	    pp->nstackcache < (int32_t)(sizeof pp->stackcache / sizeof pp->stackcache[0])) {
 		pp->stackcache[pp->nstackcache++] = *s;

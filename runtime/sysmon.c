@@ -64,9 +64,17 @@ static int retake(int64_t now)
 		if (!haswork(pp, now) && atomic_load(&sched.runqsize) == 0)
 			continue; /* nobody waits behind it */
 		if (!insys) {
-			/* a hog: ask it to yield at its next runtime call */
-			if (!(atomic_fetch_or(&pp->flags, PF_PREEMPT) & PF_PREEMPT))
+			/* a hog: first ask it to yield at its next runtime call
+			 * (a G spawning or sending in a loop will); lend a P
+			 * only if it has not by the next round, i.e. it runs
+			 * user code that never enters the runtime */
+			if (!(atomic_fetch_or(&pp->flags, PF_PREEMPT) & PF_PREEMPT)) {
 				atomic_fetch_add(&sched.npreempt, 1);
+				pp->sm_preempt = now;
+				continue;
+			}
+			if (now - pp->sm_preempt < 50000)
+				continue;
 		}
 		if (np > 0) {
 			wakep(); /* an idle P will steal the waiting Gs */

@@ -371,8 +371,27 @@ void tb_symclose(void)
 
 /* ---- printing ------------------------------------------------------------------- */
 
-/* Frames that are the runtime itself: the switch and park machinery
- * above the API call, and the G's entry below its function. */
+/* The main program's module name from dladdr: "" or not a path. */
+static bool mainmodule(const char *fname)
+{
+	return !fname || !fname[0] || !strchr(fname, '/');
+}
+
+/* weft's own code, if it is a shared object (in a static build it
+ * cannot be told from the program's by address: nothing is trimmed
+ * but the G's entry frames, by name). */
+static bool internal(uintptr_t pc)
+{
+	static const void *base;
+	static int shared = -1;
+	Dl_info di;
+	if (shared < 0) {
+		shared = dladdr((void *)tb_print, &di) && !mainmodule(di.dli_fname);
+		base = shared ? di.dli_fbase : NULL;
+	}
+	return shared && dladdr((void *)pc, &di) && di.dli_fbase == base;
+}
+
 static bool isentry(const char *fn)
 {
 	return fn && (!strcmp(fn, "gentry") || !strcmp(fn, "weft_ctx_start") ||
@@ -388,18 +407,23 @@ void tb_print(const struct tb *t, FILE *out)
 		uintptr_t pc = t->pc[i] - (i == 0 && t->exact0 ? 0 : 1);
 		s[i] = symbolise(pc);
 	}
-	/* drop the runtime's frames above the first weft_ API frame, if
-	 * one is close to the top (a parked G: gswitch, gopark, ...) */
-	int first = 0;
-	for (int i = 0; i < n && i < 12; i++) {
-		if (s[i] && s[i]->fn && !strncmp(s[i]->fn, "weft_", 5) &&
-		    strcmp(s[i]->fn, "weft_ctx_switch") != 0) {
-			first = i;
-			break;
-		}
+	/* as Go hides runtime.gopark and friends: of the runtime's frames
+	 * on top, keep only the outermost (the API call, weft_chan_recv),
+	 * and drop the G's entry frames at the bottom */
+	int first = 0, last = n;
+	while (first < n && internal(t->pc[first]))
+		first++;
+	if (first == n) {
+		first = 0; /* all runtime (a tail call hid the caller): show it all */
+	} else {
+		if (first > 0)
+			first--;
+		while (last > first + 1 && internal(t->pc[last - 1]))
+			last--;
 	}
-	while (n > first + 1 && s[n - 1] && isentry(s[n - 1]->fn))
-		n--;
+	while (last > first + 1 && s[last - 1] && isentry(s[last - 1]->fn))
+		last--;
+	n = last;
 	if (n == 0)
 		fprintf(out, "\t(no frames)\n");
 	for (int i = first; i < n; i++) {

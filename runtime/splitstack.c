@@ -1,0 +1,474 @@
+/*
+ * splitstack.c - segmented G stacks for code built with gcc -fsplit-stack.
+ *
+ * A function compiled with -fsplit-stack starts by comparing its stack
+ * pointer (less its frame) with a limit kept in the thread control block
+ * (%fs:0x70 on x86-64); below it, it calls libgcc's __morestack, which
+ * links a new segment to the list of this thread's segments and runs the
+ * function there.  When a call into code built without -fsplit-stack
+ * (libc, or libweft itself) is linked with gold, gold rewrites the
+ * caller's check so that it demands about 1 MiB of room
+ * (__morestack_non_split): code that cannot grow its stack always gets
+ * plenty.  libgcc keeps the segment list, the current segment and the
+ * limit per thread, and lets a coroutine runtime swap them as a void
+ * *context[10] (__splitstack_getcontext/setcontext, as gccgo does).
+ *
+ * Here a segmented G owns such a context (g->splitctx): the switch saves
+ * the leaving G's and installs the entering G's (sanitizer.h,
+ * split_switch).  Every other context - g0 and guarded Gs - runs with
+ * the all-zero context, whose limit 0 never triggers __morestack: a
+ * guarded G running split-stack code behaves exactly as without it
+ * (fixed stack, guard page).  Each M installs the zero context when it
+ * starts.
+ *
+ * The first segment.  libgcc would mmap it (one system call and, with
+ * its header at the bottom and frames at the top, two resident pages per
+ * G).  Instead it is a slot carved from a large mapping of weft's own,
+ * in libgcc's segment format: the 56-byte segment header sits just below
+ * the slot's usable bytes, which puts it in the top page of the slot
+ * below - a page that is resident anyway - together with the context
+ * array.  So a fresh G touches one page, and 100,000 of them take a
+ * handful of mappings.  By default the first segment is large in address
+ * space (SPLIT_DEFAULT, 1 MiB + 64 KiB, never committed until touched):
+ * then a call into libweft or libc from shallow user code finds the room
+ * gold demands without a new segment, so a parked segmented G costs one
+ * page, as a guarded one does.  attr.stack_size (>= 16 KiB) asks for a
+ * smaller first segment; such a G gets its ~1 MiB segment from libgcc at
+ * its first call into non-split code.  Segments beyond the first come
+ * from libgcc (__morestack) and go back to it.
+ *
+ * Reuse.  When a G exits, the segments libgcc added go back to it
+ * (munmap) and the first segment stays with the dead G for the next G
+ * made from its descriptor, as a guarded stack does.  (Keeping libgcc's
+ * segments too would save a small-first-segment G an mmap, but a dead G
+ * would then hold on to every page its deepest call touched.)  When
+ * proc.c gives the stack up (stackfree), the slot returns to its class's
+ * free list, past SPLIT_POOL_BUDGET free slots without its pages.
+ *
+ * Only libweft_split (built with -DWEFT_SPLITSTACK) has any of this; in
+ * libweft segmented requests get guarded stacks.  libweft_split itself is
+ * not compiled with -fsplit-stack: calls into it are calls into non-split
+ * code, which is what keeps the runtime and libc safe on small segments.
+ * The __splitstack_* functions are weak references that bind to the copy
+ * of libgcc's generic-morestack.o in the split-stack executable (its
+ * per-thread variables must be the very ones __morestack uses); in a
+ * program not built with -fsplit-stack they are absent and segmented
+ * requests get guarded stacks.
+ *
+ * libgcc internals relied on (checked once at start, else segmented
+ * requests fall back to guarded stacks with a warning): the segment
+ * header is 56 bytes {prev, next, size, old_stack, dynamic_allocation,
+ * free_dynamic_allocation, extra}, and context[0] is the segment list.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "runtime.h"
+#include "sanitizer.h"
+
+int splitstack_prepare(struct g *gp, const weft_attr_t *attr) HIDDEN;
+void splitstack_free(struct stack *s) HIDDEN;
+
+#ifndef WEFT_SPLITSTACK
+
+/* libweft: every G gets a guarded stack. */
+int splitstack_prepare(struct g *gp, const weft_attr_t *attr)
+{
+	(void)gp, (void)attr;
+	return 0;
+}
+
+void splitstack_free(struct stack *s)
+{
+	(void)s;
+}
+
+#else /* WEFT_SPLITSTACK */
+
+#include <dlfcn.h>
+
+#define PAGE 4096UL
+#define SPLIT_DEFAULT ((1UL << 20) + (64UL << 10)) /* usable bytes of a first segment */
+#define SPLIT_MIN (16UL << 10)
+#define SPLIT_POOL_BUDGET 1024   /* free slots kept with their pages, per class */
+#define SPLIT_CHUNK (64UL << 20) /* address space per mapping */
+#define SPLIT_CHUNK_SLOTS 256
+#define NSPLITCLASSES 8
+
+/* libgcc's struct stack_segment (generic-morestack.c) */
+struct seghdr {
+	struct seghdr *prev;
+	struct seghdr *next;
+	size_t size;      /* usable bytes, just above the header */
+	void *old_stack;
+	struct dynblock *dyn;
+	struct dynblock *freedyn;
+	void *extra;
+};
+/* libgcc's struct dynamic_allocation_blocks (alloca beyond a segment) */
+struct dynblock {
+	struct dynblock *next;
+	size_t size;
+	void *block;
+};
+
+/* A chunk: one mapping of equal slots.  Each slot is [record | segment
+ * header | usable bytes]; the record and header of slot k+1 sit just
+ * above slot k's usable bytes, in slot k's top page.
+ *   base: [rec0 hdr0 | usable 0 ...][rec1 hdr1 | usable 1 ...] ...
+ */
+struct splitchunk {
+	char *base;
+	size_t len;
+	struct splitclass *cls;
+	struct splitchunk *next, *prev; /* cls->partial: chunks with a slot to give */
+	uint32_t nslots;
+	uint32_t ncarved;          /* slots handed out at least once */
+	uint32_t nfree;            /* entries in freeidx */
+	bool onlist;
+	uint8_t *used;             /* per slot: in use */
+	uint32_t *freeidx;         /* free slot indices */
+};
+
+struct splitrec {
+	void *ctx[10];             /* libgcc split-stack context: g->splitctx */
+	struct splitchunk *chunk;
+	uint32_t slot;
+};
+#define SLOTHEAD 160            /* bytes below lo: record + header, 16-aligned */
+
+struct splitclass {
+	size_t usable;             /* key */
+	size_t slotlen;            /* SLOTHEAD + usable */
+	uint32_t nslots;           /* per chunk */
+	struct splitchunk *partial;
+	int64_t nfree;             /* free slots in this class */
+};
+
+static struct lock splitlock;
+static struct splitclass classes[NSPLITCLASSES];
+static int nclasses;
+static _Atomic int splitstate;  /* 0 unchecked, 1 usable, -1 unusable */
+static size_t defusable;
+static void (*libc_free)(void *); /* the program's free, for libgcc's alloca blocks */
+
+void *splitstack_zeroctx[10] HIDDEN; /* g0 and guarded Gs: limit 0, no segments */
+
+extern void *__splitstack_makecontext(size_t, void *[10], size_t *) __attribute__((weak));
+extern void *__splitstack_resetcontext(void *[10], size_t *) __attribute__((weak));
+extern void __splitstack_releasecontext(void *[10]) __attribute__((weak));
+extern void __splitstack_block_signals_context(void *[10], int *, int *) __attribute__((weak));
+
+static struct splitrec *slotrec(struct splitchunk *c, uint32_t i)
+{
+	return (struct splitrec *)(c->base + (size_t)i * c->cls->slotlen);
+}
+
+static struct seghdr *rechdr(struct splitrec *r)
+{
+	return (struct seghdr *)((char *)r + SLOTHEAD - sizeof(struct seghdr));
+}
+
+static char *reclo(struct splitrec *r)
+{
+	return (char *)r + SLOTHEAD;
+}
+
+/* Is libgcc's split-stack support here and laid out as we expect? */
+static bool splitcheck(void)
+{
+	if (!__splitstack_makecontext || !__splitstack_resetcontext || !__splitstack_getcontext ||
+	    !__splitstack_setcontext || !__splitstack_releasecontext ||
+	    !__splitstack_block_signals_context)
+		return false; /* not a -fsplit-stack program */
+	void *ctx[10];
+	size_t sz = 0, sz2 = 0;
+	char *p = __splitstack_makecontext(0, ctx, &sz);
+	if (!p)
+		return false;
+	struct seghdr *h = ctx[0];
+	bool ok = (char *)h + sizeof *h == p && ctx[1] == (void *)h && h->size == sz &&
+		  !h->prev && !h->next && __splitstack_resetcontext(ctx, &sz2) == p && sz2 == sz &&
+		  ctx[0] == (void *)h && ctx[3] > (void *)p && ctx[3] < (void *)(p + sz);
+	__splitstack_releasecontext(ctx);
+	if (!ok)
+		warn("libgcc's split-stack layout is not the one weft knows: "
+		     "segmented green threads get guarded stacks");
+	return ok;
+}
+
+static bool splitusable(void)
+{
+	int s = atomic_load_explicit(&splitstate, memory_order_acquire);
+	if (likely(s != 0))
+		return s > 0;
+	lock(&splitlock);
+	s = atomic_load_explicit(&splitstate, memory_order_relaxed);
+	if (s == 0) {
+		defusable = SPLIT_DEFAULT;
+		/* an explicit WEFT_STACK_SIZE sizes first segments too */
+		const char *e = getenv("WEFT_STACK_SIZE");
+		if (e && *e && weftenv.stacksize >= SPLIT_MIN)
+			defusable = (weftenv.stacksize + PAGE - 1) & ~(PAGE - 1);
+		libc_free = (void (*)(void *))dlsym(RTLD_DEFAULT, "free");
+		s = splitcheck() && libc_free ? 1 : -1;
+		atomic_store_explicit(&splitstate, s, memory_order_release);
+	}
+	unlock(&splitlock);
+	return s > 0;
+}
+
+static struct splitclass *classfor(size_t usable)
+{
+	for (int i = 0; i < nclasses; i++)
+		if (classes[i].usable == usable)
+			return &classes[i];
+	if (nclasses == NSPLITCLASSES)
+		return NULL;
+	struct splitclass *c = &classes[nclasses++];
+	c->usable = usable;
+	c->slotlen = SLOTHEAD + usable;
+	size_t n = SPLIT_CHUNK / c->slotlen;
+	c->nslots = n < 1 ? 1 : n > SPLIT_CHUNK_SLOTS ? SPLIT_CHUNK_SLOTS : (uint32_t)n;
+	return c;
+}
+
+static void listadd(struct splitclass *cls, struct splitchunk *c)
+{
+	c->prev = NULL;
+	c->next = cls->partial;
+	if (cls->partial)
+		cls->partial->prev = c;
+	cls->partial = c;
+	c->onlist = true;
+}
+
+static void listdel(struct splitclass *cls, struct splitchunk *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		cls->partial = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->onlist = false;
+}
+
+static struct splitchunk *newchunk(struct splitclass *cls)
+{
+	uint32_t n = cls->nslots;
+	struct splitchunk *c = rtalloc(sizeof *c + n * (sizeof(uint32_t) + 1));
+	if (!c)
+		return NULL;
+	size_t len = ((size_t)n * cls->slotlen + PAGE - 1) & ~(PAGE - 1);
+	char *base = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+	if (base == MAP_FAILED) {
+		rtfree(c);
+		return NULL;
+	}
+	c->base = base;
+	c->len = len;
+	c->cls = cls;
+	c->nslots = n;
+	c->freeidx = (uint32_t *)(c + 1);
+	c->used = (uint8_t *)(c->freeidx + n);
+	listadd(cls, c);
+	return c;
+}
+
+/* A slot of class cls, record and header written; splitlock held. */
+static struct splitrec *takeslot(struct splitclass *cls)
+{
+	struct splitchunk *c = cls->partial;
+	if (!c && !(c = newchunk(cls)))
+		return NULL;
+	uint32_t i;
+	if (c->nfree > 0) {
+		i = c->freeidx[--c->nfree];
+		cls->nfree--;
+	} else {
+		i = c->ncarved++;
+	}
+	if (c->nfree == 0 && c->ncarved == c->nslots)
+		listdel(cls, c);
+	c->used[i] = 1;
+	struct splitrec *r = slotrec(c, i);
+	r->chunk = c;
+	r->slot = i;
+	struct seghdr *h = rechdr(r);
+	memset(h, 0, sizeof *h);
+	h->size = cls->usable;
+	/* the first frames go at the top: commit that page now (a fault costs
+	 * far more than this) */
+	char *top = (char *)(((uintptr_t)(reclo(r) + cls->usable) - 1) & ~(PAGE - 1));
+	if (madvise(top, PAGE, MADV_POPULATE_WRITE) != 0)
+		*(volatile char *)(reclo(r) + cls->usable - 1) = 0;
+	return r;
+}
+
+/* Slot i of c is free again; splitlock held.  Past the budget its pages
+ * go back to the kernel - those it shares with a neighbour only if that
+ * one is free too - and past twice the budget so does a free chunk. */
+static void putslot(struct splitchunk *c, uint32_t i)
+{
+	struct splitclass *cls = c->cls;
+	c->used[i] = 0;
+	c->freeidx[c->nfree++] = i;
+	cls->nfree++;
+	if (!c->onlist)
+		listadd(cls, c);
+	if (cls->nfree <= SPLIT_POOL_BUDGET)
+		return;
+	if (c->nfree == c->ncarved && cls->nfree > 2 * SPLIT_POOL_BUDGET) {
+		listdel(cls, c);
+		cls->nfree -= c->nfree;
+		munmap(c->base, c->len);
+		rtfree(c);
+		return;
+	}
+	uintptr_t a = (uintptr_t)slotrec(c, i), b = a + cls->slotlen;
+	uintptr_t first = a & ~(PAGE - 1), last = (b + PAGE - 1) & ~(PAGE - 1);
+	if (first < a && c->used[i - 1])
+		first += PAGE;
+	if (last > b && i + 1 < c->ncarved && c->used[i + 1])
+		last -= PAGE;
+	if (last > (uintptr_t)c->base + c->len)
+		last = (uintptr_t)c->base + c->len;
+	if (last > first)
+		madvise((void *)first, last - first, MADV_DONTNEED);
+}
+
+/* Blocks alloca'd beyond a segment by frames that are all gone now:
+ * let libgcc reuse (or free) them at the next alloca. */
+static void dynreap(struct seghdr *h)
+{
+	if (!h->dyn)
+		return;
+	struct dynblock **pp = &h->dyn;
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = h->freedyn;
+	h->freedyn = h->dyn;
+	h->dyn = NULL;
+}
+
+/* Give libgcc back the segments after h, the first. */
+static void releaseafter(struct seghdr *h)
+{
+	if (!h->next)
+		return;
+	void *tmp[10];
+	memset(tmp, 0, sizeof tmp);
+	tmp[0] = h->next;
+	h->next = NULL;
+	__splitstack_releasecontext(tmp);
+}
+
+/* Make r's context that of an empty stack: only the first segment, which
+ * is current, with its limit set. */
+static void resetrec(struct splitrec *r)
+{
+	struct seghdr *h = rechdr(r);
+	h->prev = NULL;
+	h->old_stack = NULL;
+	dynreap(h);
+	releaseafter(h);
+	memset(r->ctx, 0, sizeof r->ctx);
+	r->ctx[0] = h;
+	size_t sz;
+	__splitstack_resetcontext(r->ctx, &sz);
+	int dont_block = 0; /* no sigprocmask per segment, as gccgo: see docs/stacks.md */
+	__splitstack_block_signals_context(r->ctx, &dont_block, NULL);
+}
+
+/* A first segment of 'usable' bytes as a stack for proc.c. */
+static int splitalloc(struct stack *s, size_t usable)
+{
+	lock(&splitlock);
+	struct splitclass *cls = classfor(usable);
+	struct splitrec *r = cls ? takeslot(cls) : NULL;
+	unlock(&splitlock);
+	if (!r) {
+		errno = ENOMEM;
+		return -1;
+	}
+	resetrec(r);
+	s->lo = reclo(r);
+	s->hi = s->lo + usable;
+	s->chunk = (struct stackchunk *)(void *)r;
+	s->slot = 0;
+	s->kind = STACK_SEGMENTED;
+	return 0;
+}
+
+/* The blocks libgcc malloc'd for alloca beyond h: the slot goes back to
+ * the pool, whose pages may be discarded. */
+static void dynfree(struct seghdr *h)
+{
+	struct dynblock *lists[2] = { h->dyn, h->freedyn };
+	for (int k = 0; k < 2; k++)
+		for (struct dynblock *b = lists[k], *next; b; b = next) {
+			next = b->next;
+			libc_free(b->block);
+			libc_free(b);
+		}
+	h->dyn = h->freedyn = NULL;
+}
+
+void splitstack_free(struct stack *s)
+{
+	struct splitrec *r = (struct splitrec *)(void *)s->chunk;
+	struct seghdr *h = rechdr(r);
+	releaseafter(h);
+	dynfree(h);
+	lock(&splitlock);
+	putslot(r->chunk, r->slot);
+	unlock(&splitlock);
+	s->lo = s->hi = NULL;
+	s->chunk = NULL;
+	s->kind = STACK_GUARD;
+}
+
+/* weft_go_attr, before the G's first frame is built: give gp the kind
+ * of stack attr (or WEFT_STACK) asks for. */
+int splitstack_prepare(struct g *gp, const weft_attr_t *attr)
+{
+	int kind = attr && attr->stack_kind ? attr->stack_kind : weftenv.stackkind;
+	size_t size = attr ? attr->stack_size : 0;
+	if (kind != WEFT_STACK_SEGMENTED || !splitusable()) {
+		gp->splitctx = NULL;
+		if (gp->stack.kind != STACK_SEGMENTED)
+			return 0;
+		/* a descriptor that last ran a segmented G */
+		splitstack_free(&gp->stack);
+		struct m *m = getm();
+		return stackalloc(m && m->curg ? m->p : NULL, &gp->stack, size);
+	}
+	size_t usable = size ? (size + PAGE - 1) & ~(PAGE - 1) : defusable;
+	if (gp->stack.kind == STACK_SEGMENTED && stacksize(&gp->stack) == usable) {
+		gp->splitctx = ((struct splitrec *)(void *)gp->stack.chunk)->ctx; /* reset at exit */
+		return 0;
+	}
+	struct stack s;
+	if (splitalloc(&s, usable) != 0)
+		return -1;
+	if (gp->stack.lo) {
+		struct m *m = getm();
+		stackfree(m && m->curg ? m->p : NULL, &gp->stack);
+	}
+	gp->stack = s;
+	gp->splitctx = ((struct splitrec *)(void *)s.chunk)->ctx;
+	return 0;
+}
+
+/* The G died (san_gdestroy): empty its stack for the next G. */
+void splitstack_gdead(struct g *gp)
+{
+	resetrec((struct splitrec *)(void *)gp->stack.chunk);
+}
+
+#endif /* WEFT_SPLITSTACK */
