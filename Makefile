@@ -41,9 +41,15 @@ HDRS := include/weft.h $(wildcard runtime/*.h) $(wildcard hook/*.h) arch/ctx.h $
 LIBS := -lm -ldl -lunwind -lunwind-x86_64
 SO := $(BUILD)/lib/libweft.so
 AR_LIB := $(BUILD)/lib/libweft.a
+# the LD_PRELOAD shim: the runtime and hooks plus what only an unmodified
+# program needs (main and pthreads as Gs): hook/preload/
+PRELOAD_SRC := $(wildcard hook/preload/*.c)
+PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(BUILD)/obj/%.o)
+PRELOAD_SO := $(BUILD)/lib/libweft_preload.so
+LAUNCHER := $(BUILD)/bin/weft
 
 .PHONY: all deps test bench demo install clean
-all: $(SO) $(AR_LIB)
+all: $(SO) $(AR_LIB) $(if $(PRELOAD_SRC),$(PRELOAD_SO)) $(if $(wildcard tools/weft.c),$(LAUNCHER))
 
 deps:
 	@scripts/deps.sh build
@@ -75,6 +81,15 @@ $(AR_LIB): $(LIB_OBJ) $(SO)
 	objcopy --keep-global-symbols=$(BUILD)/obj/weft.syms $(BUILD)/obj/weft-all.o $(BUILD)/obj/weft-keep.o
 	rm -f $@ && ar rcs $@ $(BUILD)/obj/weft-keep.o
 
+$(PRELOAD_SO): $(LIB_OBJ) $(PRELOAD_OBJ)
+	@mkdir -p $(@D)
+	$(CC) -shared -o $@ $(LIB_OBJ) $(PRELOAD_OBJ) $(JEMALLOC_A) -Wl,--exclude-libs,ALL \
+		-Wl,-soname,libweft_preload.so $(LDFLAGS_SAN) -pthread $(LIBS)
+
+$(LAUNCHER): tools/weft.c $(BUILD)/.deps-ok
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) -std=gnu11 -Iinclude -DWEFT_LIBDIR='"$(abspath $(BUILD)/lib)"' $< -o $@
+
 # ---- tests ------------------------------------------------------------------
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -87,16 +102,15 @@ $(BUILD)/tests/%: tests/%.c tests/helpers.h $(SO)
 
 TEST_ENV := ASAN_OPTIONS=detect_leaks=0:detect_stack_use_after_return=0 UBSAN_OPTIONS=print_stacktrace=1
 test: $(TEST_BIN)
-	@fail=0; for t in $(TEST_BIN); do \
-		echo "== $$t"; $(TEST_ENV) $$t --jobs 2 || fail=1; \
-	done; \
-	if [ $$fail = 0 ]; then echo "weft: all test suites passed"; else echo "weft: some tests FAILED"; exit 1; fi
+	@BUILD=$(BUILD) ENV="$(TEST_ENV)" scripts/runtests.sh $(TEST_BIN)
 
 install: all
-	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 644 include/weft.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(SO) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 $(AR_LIB) $(DESTDIR)$(PREFIX)/lib/
+	if [ -f $(PRELOAD_SO) ]; then install -m 755 $(PRELOAD_SO) $(DESTDIR)$(PREFIX)/lib/; fi
+	if [ -f $(LAUNCHER) ]; then install -m 755 $(LAUNCHER) $(DESTDIR)$(PREFIX)/bin/; fi
 	sed -e 's|@PREFIX@|$(PREFIX)|' weft.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/weft.pc
 
 clean:
@@ -104,3 +118,4 @@ clean:
 
 include bench/peers.mk
 -include bench/weft.mk bench/hook.mk bench/bench.mk
+include runtime/splitstack.mk tests/tools.mk
