@@ -175,7 +175,7 @@ Test(sched, stealing_moves_work)
 /* ---- sleeping: in order, never early ---------------------------------------- */
 
 #define NSLEEP 200
-static _Atomic int wakeorder[NSLEEP];
+static _Atomic int64_t wakeorder[NSLEEP]; /* deadlines, in wake order */
 static _Atomic int nwoke;
 static _Atomic int early;
 static weft_wg_t wg_sleep = WEFT_WG_INIT;
@@ -188,7 +188,7 @@ static void sleeper(void *arg)
 	cr_assert_eq(weft_sleep(want), 0);
 	if (now_ns() - t0 < want)
 		atomic_fetch_add(&early, 1);
-	wakeorder[atomic_fetch_add(&nwoke, 1)] = i;
+	wakeorder[atomic_fetch_add(&nwoke, 1)] = t0 + want;
 	weft_wg_done(&wg_sleep);
 }
 
@@ -202,7 +202,8 @@ static int sleep_order_body(int argc, char **argv)
 	weft_wg_wait(&wg_sleep);
 	if (early)
 		return 40;
-	/* one P, one timer heap: the wake order is exactly the deadline order */
+	/* one P, one timer heap: Gs wake exactly in deadline order (each G's
+	 * deadline counts from when it started to sleep) */
 	for (int k = 1; k < NSLEEP; k++)
 		if (wakeorder[k] < wakeorder[k - 1])
 			return 41;
