@@ -91,9 +91,13 @@ void stackinit(void)
 	canaryval |= 1; /* never all zero: a fresh page reads as zero */
 }
 
+/* The size the stack was asked for (its class), which is what the
+ * program configured; a canary-chunk stack has up to a page more. */
 size_t stacksize(const struct stack *s)
 {
-	return (size_t)(s->hi - s->lo);
+	if (s->kind == STACK_SEGMENTED || !s->chunk)
+		return (size_t)(s->hi - s->lo);
+	return s->chunk->pool->usable;
 }
 
 static void writecanary(char *lo)
@@ -143,17 +147,20 @@ static void listdel(struct stackpool *sp, struct stackchunk *c)
 }
 
 /* A new chunk for class sp; called with stacklock held.
- *   guard chunk:  [guard page | usable] x n            (slot = PAGE + usable)
- *   canary chunk: [guard page] [usable | canary] x n   (slot = usable + CANARY)
- * In a canary chunk the CANARY bytes just above stack k are the canary of
- * stack k+1, which starts right there: an overflow of k+1 hits them first. */
+ *   guard chunk:  [guard page | usable] x n              (slot = PAGE + usable)
+ *   canary chunk: [guard page] [stack ... | canary] x n  (slot = usable + PAGE)
+ * In a canary chunk a stack runs from the bottom of its slot to CANARY
+ * bytes below the top; those CANARY bytes are the canary of the next
+ * stack, which starts right there: an overflow of k+1 hits them first.
+ * Slots are page multiples so that a stack's top frames and the canary
+ * above it share one page: one resident page per fresh stack. */
 static struct stackchunk *newchunk(struct stackpool *sp)
 {
 	bool guard = guard_budget >= GUARD_CHUNK_SLOTS;
 	uint32_t n = guard ? GUARD_CHUNK_SLOTS : CANARY_CHUNK_SLOTS;
 	if (sp->usable >= (8UL << 20))
 		n = guard ? 1 : 4; /* big stacks: don't reserve gigabytes at once */
-	size_t slotlen = guard ? PAGE + sp->usable : sp->usable + CANARY;
+	size_t slotlen = PAGE + sp->usable;
 	size_t len = (guard ? 0 : PAGE) + (size_t)n * slotlen;
 	len = (len + PAGE - 1) & ~(PAGE - 1);
 	struct stackchunk *c = rtalloc(sizeof *c + n * sizeof(uint32_t));
@@ -187,10 +194,11 @@ static void slotbounds(struct stackchunk *c, uint32_t i, struct stack *s)
 {
 	if (c->kind == STACK_GUARD) {
 		s->lo = c->base + (size_t)i * c->slotlen + PAGE;
+		s->hi = s->lo + c->pool->usable;
 	} else {
 		s->lo = c->base + PAGE + (size_t)i * c->slotlen;
+		s->hi = s->lo + c->slotlen - CANARY;
 	}
-	s->hi = s->lo + c->pool->usable;
 	s->chunk = c;
 	s->slot = i;
 	/* the first slot of a canary chunk sits on the chunk's guard page */
