@@ -142,10 +142,13 @@ static void readylist(struct g *list)
 /* d->lock held: count an event in dirs and take the waiters it ends. */
 static void event_locked(struct pd *d, unsigned dirs, struct g **list)
 {
+	/* only ever written under d->lock: no locked RMW needed */
 	if (dirs & PD_READ)
-		atomic_fetch_add_explicit(&d->rev, 1, memory_order_release);
+		atomic_store_explicit(&d->rev, atomic_load_explicit(&d->rev, memory_order_relaxed) + 1,
+				      memory_order_release);
 	if (dirs & PD_WRITE)
-		atomic_fetch_add_explicit(&d->wev, 1, memory_order_release);
+		atomic_store_explicit(&d->wev, atomic_load_explicit(&d->wev, memory_order_relaxed) + 1,
+				      memory_order_release);
 	if (d->waiters)
 		takewaiters(d, dirs, list);
 }
@@ -424,12 +427,16 @@ int pd_wait(struct pollreq *r, int n, int64_t deadline, int reason)
 	int ret = woken ? 0 : -ETIMEDOUT;
 	for (int i = 0; i < n; i++) {
 		struct pd *d = r[i].d;
-		lock(&d->lock);
-		if (r[i].w.queued)
-			dequeue(d, &r[i].w);
-		if (atomic_load_explicit(&d->seq, memory_order_relaxed) != r[i].seq)
+		/* woken on its only fd: whoever claimed it took it off the
+		 * queue (or the commit never queued it); nothing to undo */
+		if (!(woken && n == 1)) {
+			lock(&d->lock);
+			if (r[i].w.queued)
+				dequeue(d, &r[i].w);
+			unlock(&d->lock);
+		}
+		if (atomic_load_explicit(&d->seq, memory_order_acquire) != r[i].seq)
 			ret = -EBADF;
-		unlock(&d->lock);
 	}
 	return ret;
 }

@@ -594,6 +594,9 @@ static void gswitch(struct m *m, struct g *from, struct g *to)
 {
 	void **save = from ? &from->sp : &m->g0sp;
 	if (from) {
+		char *fp = __builtin_frame_address(0);
+		if (fp < from->stack.low)
+			from->stack.low = fp;
 		from->errno_save = errno;
 		if (from->stack.kind == STACK_CANARY && !stackcanary_ok(&from->stack))
 			stack_overflow(from);

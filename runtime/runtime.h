@@ -70,6 +70,8 @@ struct stack {
 	struct stackchunk *chunk; /* mapping it was carved from */
 	uint32_t slot;            /* index in the chunk */
 	uint8_t kind;             /* enum stackkind */
+	char *low;                /* lowest frame seen at a switch (pages below
+	                           * it were probably never touched) */
 };
 
 int stackalloc(struct p *pp, struct stack *s, size_t size);
@@ -78,6 +80,7 @@ bool stackcanary_ok(const struct stack *s);
 void stackinit(void);
 void stack_overflow(struct g *gp);                /* fatal report */
 void stack_sigaltstack(struct m *m);              /* per-M signal stack */
+bool stack_scavenge(void);                        /* sysmon: unmap free chunks */
 size_t stacksize(const struct stack *s);
 
 /* ---- G ---------------------------------------------------------------- */

@@ -94,6 +94,14 @@ static inline void san_gcreate(struct g *gp)
 static inline void san_gdestroy(struct g *gp)
 {
 	(void)gp;
+#ifdef WEFT_TSAN
+	/* a dead G never returned from its frames: a new fiber for the next
+	 * G made from this descriptor, or TSan's shadow stack would keep them */
+	if (gp->tsan_fiber) {
+		__tsan_destroy_fiber(gp->tsan_fiber);
+		gp->tsan_fiber = NULL;
+	}
+#endif
 #ifdef WEFT_SPLITSTACK
 	if (gp->splitctx)
 		splitstack_gdead(gp);

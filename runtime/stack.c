@@ -19,8 +19,8 @@
  *
  * Free stacks go to a per-P cache (default size only), then back to
  * their chunk.  When more than POOL_BUDGET stacks are free, a freed
- * stack's pages below its top page go back to the kernel, and past twice
- * the budget a chunk whose slots are all free is unmapped.  (Dead Gs keep
+ * stack's pages below its top page go back to the kernel at once, and
+ * sysmon's scavenger unmaps chunks whose slots are all free.  (Dead Gs keep
  * their stacks for reuse, up to GFREE_GLOBAL_STACKS in proc.c.)
  */
 #define _GNU_SOURCE
@@ -256,28 +256,61 @@ static void putslot(struct stack *s)
 		listadd(sp, c);
 	if (sp->nfree <= POOL_BUDGET)
 		return;
-	/* well over budget (hysteresis, so a pool that breathes around the
-	 * budget does not map and unmap chunks): return whole chunks */
-	if (c->nfree == c->ncarved && sp->nfree > 2 * POOL_BUDGET) {
-		/* every slot is free: give the whole mapping back */
-		listdel(sp, c);
-		sp->nfree -= c->nfree;
-		if (c->kind == STACK_GUARD)
-			guard_budget += c->nslots;
-		munmap(c->base, c->len);
-		rtfree(c);
-		return;
-	}
-	/* keep the top pages: they hold the canary of the stack above */
+	/* keep the top pages: they hold the canary of the stack above.
+	 * Skip the system call if the G was never switched out below them:
+	 * stacks grow down contiguously, so it most likely touched nothing
+	 * more (a deep excursion between two switches is not seen: its
+	 * pages go back the next time this stack is freed deep) */
 	char *top;
 	size_t len;
 	toprange(s, &top, &len);
 	char *lo = (char *)(((uintptr_t)s->lo + PAGE - 1) & ~(PAGE - 1));
-	if (top > lo)
+	if (top > lo && s->low < top)
 		madvise(lo, top - lo, MADV_DONTNEED);
 }
 
+static int stackalloc1(struct p *pp, struct stack *s, size_t size);
+
+/* sysmon, about once a second: while a pool holds more than its budget
+ * of free stacks, unmap chunks whose slots are all free.  Done lazily, not
+ * at free time, so that a program whose G count breathes (a burst every
+ * few milliseconds) does not map and unmap the same chunks over and over.
+ * Returns true if some pool is still over budget (call again later). */
+bool stack_scavenge(void)
+{
+	bool over = false;
+	lock(&stacklock);
+	for (int i = 0; i < npools; i++) {
+		struct stackpool *sp = &pools[i];
+		struct stackchunk *c = sp->partial;
+		while (c && sp->nfree > POOL_BUDGET) {
+			struct stackchunk *next = c->next;
+			if (c->nfree == c->ncarved && c->ncarved > 0) {
+				listdel(sp, c);
+				sp->nfree -= c->nfree;
+				if (c->kind == STACK_GUARD)
+					guard_budget += c->nslots;
+				munmap(c->base, c->len);
+				rtfree(c);
+			}
+			c = next;
+		}
+		if (sp->nfree > POOL_BUDGET)
+			over = true;
+	}
+	unlock(&stacklock);
+	return over;
+}
+
 int stackalloc(struct p *pp, struct stack *s, size_t size)
+{
+	int r = stackalloc1(pp, s, size);
+	if (r == 0)
+		s->low = s->hi;
+	return r;
+}
+
+static int stackalloc1(struct p *pp, struct stack *s, size_t size)
 {
 	size_t usable = size ? (size + 15) & ~(size_t)15 : defusable;
 	usable = (usable + PAGE - 1) & ~(PAGE - 1);

@@ -7,7 +7,8 @@
  *     M stays stuck (lendp, proc.c); a hog is also asked to yield at its
  *     next runtime call;
  *   - polls the network if nobody has for 10 ms;
- *   - prints the schedtrace line (WEFT_DEBUG=schedtrace=<ms>).
+ *   - prints the schedtrace line (WEFT_DEBUG=schedtrace=<ms>);
+ *   - about once a second, unmaps stack chunks the pool no longer needs.
  * It sleeps 20 us between rounds while it finds work, backing off to
  * 10 ms, and sleeps outright while every P is idle (acquirep wakes it).
  */
@@ -22,6 +23,7 @@
 #define SYSCALL_RETAKE_NS (20 * 1000)
 #define HOG_RETAKE_NS (10 * 1000 * 1000)
 #define POLL_IDLE_NS (10 * 1000 * 1000)
+#define SCAVENGE_NS (1000 * 1000 * 1000) /* return free stack chunks about once a second */
 
 static void usleep_ns(int64_t ns)
 {
@@ -36,7 +38,8 @@ static bool haswork(struct p *pp, int64_t now)
 	return !runqempty(pp) || (t0 && t0 <= now);
 }
 
-/* Lend capacity around stuck Ms; returns how many Ps were lent. */
+/* Lend capacity around stuck Ms; returns how many Ps were lent or asked
+ * to yield. */
 static int retake(int64_t now)
 {
 	int n = 0;
@@ -71,6 +74,7 @@ static int retake(int64_t now)
 			if (!(atomic_fetch_or(&pp->flags, PF_PREEMPT) & PF_PREEMPT)) {
 				atomic_fetch_add(&sched.npreempt, 1);
 				pp->sm_preempt = now;
+				n++; /* keep sysmon's pace up: the next step may be a lend */
 				continue;
 			}
 			if (now - pp->sm_preempt < 50000)
@@ -113,7 +117,8 @@ static void *sysmon(void *arg)
 	(void)arg;
 	int64_t delay = 20 * 1000;
 	int idle = 0;
-	int64_t start = nanotime(), lasttrace = start;
+	int64_t start = nanotime(), lasttrace = start, lastscavenge = start;
+	bool scavenge_pending = false;
 	for (;;) {
 		if (idle == 0)
 			delay = 20 * 1000;
@@ -134,6 +139,8 @@ static void *sysmon(void *arg)
 				atomic_store(&sched.sysmonwait, 1);
 				unlock(&sched.lock);
 				int64_t t = weftenv.schedtrace_ms ? weftenv.schedtrace_ms * 1000000 : -1;
+				if (scavenge_pending && (t < 0 || t > SCAVENGE_NS))
+					t = SCAVENGE_NS;
 				notetsleep(&sched.sysmonnote, t);
 				lock(&sched.lock);
 				atomic_store(&sched.sysmonwait, 0);
@@ -156,6 +163,10 @@ static void *sysmon(void *arg)
 			idle = 0;
 		else
 			idle++;
+		if (now - lastscavenge >= SCAVENGE_NS) {
+			lastscavenge = now;
+			scavenge_pending = stack_scavenge();
+		}
 		if (weftenv.schedtrace_ms && now - lasttrace >= weftenv.schedtrace_ms * 1000000) {
 			lasttrace = now;
 			schedtrace(now, start);
