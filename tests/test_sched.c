@@ -392,10 +392,16 @@ static int canary_child(void)
 	return weft_main(canary_body, 0, NULL);
 }
 
-Test(sched, overflow_canary_stacks, .timeout = 60)
+Test(sched, overflow_canary_stacks, .timeout = 90)
 {
 	struct child c;
-	run_child(&c, NULL, canary_child, 50);
+	run_child(&c, NULL, canary_child, 80);
+#ifdef __SANITIZE_ADDRESS__
+	/* ASan sees the write into the neighbouring stack first: also a loud
+	 * report, which is all this test asks for */
+	if (strstr(c.err, "AddressSanitizer"))
+		return;
+#endif
 	check_overflow(&c, "256K");
 }
 
