@@ -12,6 +12,9 @@ CXX ?= c++
 PREFIX ?= /usr/local
 SAN ?=
 comma := ,
+ifneq ($(VALGRIND),)
+BUILD ?= build/valgrind
+endif
 ifeq ($(SAN),)
 BUILD ?= build
 else

@@ -2,78 +2,99 @@
  * chan.c - channels and select, with Go's semantics (runtime/chan.go,
  * select.go), on the one park/ready protocol of sema.c.
  *
- * A channel is a lock, a ring buffer of cap elements, and two FIFO
- * queues of blocked parties (struct waiter): receivers and senders.
- * Invariants, under c->lock:
- *   - recvq non-empty implies the buffer is empty (a receiver only
- *     blocks when there is nothing to take);
- *   - sendq non-empty implies the buffer is full (cap 0: always "full");
- *   - closed never goes back to 0, and once closed both queues stay
- *     empty (close wakes everyone; nobody queues on a closed channel).
- * A party that finds a counterpart queued takes it with waiter_claim
- * under the lock, copies the element straight from or to the
- * counterpart's own memory (unbuffered: sender's buffer to receiver's
- * slot, no intermediate copy), records the outcome, and wakes it after
- * dropping the lock.  Once claimed, the counterpart cannot return (it
- * sleeps until woken), so its memory stays valid for the copy.
+ * Every channel has a lock and two FIFO queues of blocked parties
+ * (struct waiter): receivers and senders.  Beyond that there are two
+ * kinds.
+ *
+ * Unbuffered (cap 0): everything happens under the lock.  A party that
+ * finds a counterpart queued takes it with waiter_claim, copies the
+ * element straight between the two parties' own memory (no intermediate
+ * copy), records the outcome and wakes it after dropping the lock.  Once
+ * claimed the counterpart cannot return (it sleeps until woken), so its
+ * memory stays valid for the copy.  Invariant: at most one queue is
+ * non-empty, and both are empty once closed.
+ *
+ * Buffered (cap > 0): the elements live in a ring that senders and
+ * receivers use without the lock (Vyukov's bounded queue: each slot
+ * carries a stamp saying which lap may write or read it next; tail and
+ * head advance by CAS).  Closing sets a mark bit in tail, so no send can
+ * succeed after close.  The lock and queues are only for sleeping:
+ *   - a receiver finding the ring empty locks, queues itself, counts
+ *     itself in nrecvq (seq_cst), tries the ring again and only then
+ *     sleeps; a sender, after its element is in the ring, reads nrecvq
+ *     (seq_cst) and wakes a queued receiver if there is one.  Either the
+ *     sender sees the count or the receiver's second try sees the tail
+ *     the sender's CAS (seq_cst) moved: no wakeup is lost.  Full rings
+ *     and blocked senders mirror this with nsendq.
+ *   - as in Go, a sender that finds a receiver queued hands its element
+ *     to it directly (the receiver only queues when the ring was empty,
+ *     so FIFO order holds); a woken sender retries.
  *
  * Select queues one node per case (a struct waiter on the G's stack)
  * whose ->sel points at the shared record holding the one waiter that
- * actually blocks; a waker claims that shared waiter, so the first
+ * sleeps (waitq.h); a waker claims that shared waiter, so the first
  * channel to fire wins and the others find the claim taken and drop the
- * stale node.  Happens-before: every transfer is made under the
- * channel's lock or (direct hand-over) between a claim (acq_rel) and a
- * wake (release), and the woken party reads after it wakes (acquire).
+ * stale node.  A select woken only to retry (a buffered channel became
+ * ready) polls again.  Happens-before: every transfer is made under the
+ * channel's lock, between a claim (acq_rel) and a wake (release), or
+ * through a slot stamp (release store, acquire load).
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime.h"
 #include "waitq.h"
 
-struct weft_chan {
-	struct lock lock;
-	uint32_t closed;  /* 0 or 1; set under lock */
-	size_t elemsize;
-	size_t cap;       /* buffer slots; 0 = unbuffered */
-	size_t count;     /* buffered elements; atomic only for weft_chan_len */
-	size_t sendx;     /* next slot to fill */
-	size_t recvx;     /* next slot to drain */
-	struct waitq recvq;
-	struct waitq sendq;
-	char buf[];       /* cap * elemsize bytes */
+/* A queue of sleepers and, for buffered channels, its length for
+ * lock-free "is anyone waiting?" checks (modified under the lock). */
+struct wq {
+	struct waitq q;
+	_Atomic int32_t n;
 };
 
-/* A select in progress: the one waiter that blocks for all its cases,
- * and what the winning waker recorded. */
+struct weft_chan {
+	/* fixed at make */
+	size_t elemsize;
+	size_t cap;        /* ring slots; 0 = unbuffered */
+	size_t slotsize;   /* stamp + element, 8-byte aligned */
+	uint64_t markbit;  /* tail bit meaning closed; also the index range */
+	uint64_t onelap;   /* what a wrap adds to an index */
+	char *slots;
+	/* under lock */
+	struct lock lock;
+	uint32_t closed;   /* 0 or 1, set under lock (and the tail mark bit) */
+	struct wq recvq;
+	struct wq sendq;
+	char pad1[64];
+	_Atomic uint64_t head; /* next slot to read (lap | index); receivers' line */
+	char pad2[64];
+	_Atomic uint64_t tail; /* next slot to write (lap | mark | index); senders' line */
+	char pad3[64];
+};
+
+struct slot {
+	_Atomic uint64_t stamp;
+	/* element follows */
+};
+
+/* A select in progress: the one waiter that sleeps for all its cases
+ * (first member: see waiter_sleeper), and what the waker recorded. */
 struct selrec {
 	struct waiter w;
-	int fired;        /* index of the case that fired */
-	int ok;           /* its weft_case_t.ok */
+	int fired;  /* index of the case that completed, if done */
+	int ok;     /* its weft_case_t.ok */
+	bool done;  /* the waker completed a case; else: poll again */
 };
+
+/* outcome a waker records for a plain (non-select) waiter */
+enum { RES_CLOSED = 0, RES_VALUE = 1, RES_RETRY = 2, RES_EPIPE = -1 };
 
 #define MAXCASES 65536
 
-/* Record the outcome for a claimed node; the caller wakes it later. */
-static inline void finish(struct waiter *w, int ok)
-{
-	struct selrec *s = w->sel;
-	if (s) {
-		s->fired = (int)w->ticket;
-		s->ok = ok;
-	} else {
-		w->result = ok;
-	}
-}
-
-static inline void wake(struct waiter *w)
-{
-	waiter_wake(waiter_sleeper(w));
-}
-
-/* ---- element copies ---------------------------------------------------- */
+/* ---- small helpers ------------------------------------------------------- */
 
 /* Constant sizes let the compiler inline the common cases. */
 static inline void elemcopy(void *dst, const void *src, size_t n)
@@ -93,18 +114,273 @@ static inline void elemzero(void *dst, size_t n)
 		memset(dst, 0, n);
 }
 
-static inline char *slot(struct weft_chan *c, size_t i)
+static inline void relax(int spins)
 {
-	return c->buf + i * c->elemsize;
+	if (spins < 64)
+		__builtin_ia32_pause();
+	else
+		sched_yield(); /* the slot's writer was descheduled mid-copy */
 }
 
-static inline void setcount(struct weft_chan *c, size_t n)
+/* ---- wait queues (c->lock held) -------------------------------------------- */
+
+static void wq_push(struct weft_chan *c, struct wq *q, struct waiter *w)
 {
-	/* relaxed: the lock orders it; weft_chan_len only wants a snapshot */
-	__atomic_store_n(&c->count, n, __ATOMIC_RELAXED);
+	waitq_push(&q->q, w);
+	if (c->cap)
+		atomic_fetch_add(&q->n, 1); /* seq_cst: see the file comment */
 }
 
-/* ---- the operations, with c->lock held on entry ------------------------
+static void wq_remove(struct weft_chan *c, struct wq *q, struct waiter *w)
+{
+	waitq_remove(&q->q, w);
+	if (c->cap)
+		atomic_fetch_sub_explicit(&q->n, 1, memory_order_relaxed);
+}
+
+/* Dequeue the first node whose sleeper we can claim (waitq_claim, with
+ * the count kept). */
+static struct waiter *wq_claim(struct weft_chan *c, struct wq *q)
+{
+	struct waiter *w;
+	while ((w = q->q.head)) {
+		wq_remove(c, q, w);
+		if (waiter_claim(waiter_sleeper(w)))
+			return w;
+	}
+	return NULL;
+}
+
+/* Record the outcome for a claimed node: a completed case (ok) or, with
+ * retry, only "look again".  The caller wakes it afterwards. */
+static inline void finish(struct waiter *w, int ok, bool retry)
+{
+	struct selrec *s = w->sel;
+	if (s) {
+		s->done = !retry;
+		s->fired = (int)w->ticket;
+		s->ok = ok;
+	} else {
+		w->result = retry ? RES_RETRY : ok;
+	}
+}
+
+static inline void wake(struct waiter *w)
+{
+	waiter_wake(waiter_sleeper(w));
+}
+
+static void unlockchan(void *arg)
+{
+	unlock(&((struct weft_chan *)arg)->lock);
+}
+
+/* ---- the ring (buffered channels), lock-free ------------------------------- */
+
+enum { R_OK, R_BLOCK, R_CLOSED };
+
+static inline struct slot *slotat(struct weft_chan *c, uint64_t pos)
+{
+	return (struct slot *)(c->slots + (pos & (c->markbit - 1)) * c->slotsize);
+}
+
+/* The position after pos: the next index, or index 0 of the next lap. */
+static inline uint64_t nextpos(struct weft_chan *c, uint64_t pos)
+{
+	uint64_t idx = pos & (c->markbit - 1);
+	return idx + 1 < c->cap ? pos + 1 : (pos & ~(c->onelap - 1)) + c->onelap;
+}
+
+/* A slot is writable at tail t when its stamp is t, readable at head h
+ * when its stamp is h + 1; writing stamps it t + 1, reading h + onelap. */
+static int ring_send(struct weft_chan *c, const void *elem)
+{
+	uint64_t t = atomic_load_explicit(&c->tail, memory_order_relaxed);
+	for (int spins = 0;; spins++) {
+		if (t & c->markbit)
+			return R_CLOSED;
+		struct slot *s = slotat(c, t);
+		/* acquire: the reader of the previous lap is done with it */
+		uint64_t stamp = atomic_load_explicit(&s->stamp, memory_order_acquire);
+		if (stamp == t) {
+			/* seq_cst: ordered before our read of nrecvq (no lost wakeup) */
+			if (atomic_compare_exchange_weak_explicit(&c->tail, &t, nextpos(c, t),
+								  memory_order_seq_cst,
+								  memory_order_relaxed)) {
+				elemcopy(s + 1, elem, c->elemsize);
+				/* release: the element is written before a reader sees it */
+				atomic_store_explicit(&s->stamp, t + 1, memory_order_release);
+				return R_OK;
+			}
+			continue; /* t reloaded */
+		}
+		if (stamp + c->onelap == t + 1) {
+			/* still holds the previous lap's element: full, unless
+			 * head moved on meanwhile */
+			atomic_thread_fence(memory_order_seq_cst);
+			uint64_t h = atomic_load_explicit(&c->head, memory_order_relaxed);
+			if (h + c->onelap == t)
+				return R_BLOCK;
+		}
+		relax(spins);
+		t = atomic_load_explicit(&c->tail, memory_order_relaxed);
+	}
+}
+
+static int ring_recv(struct weft_chan *c, void *elem)
+{
+	uint64_t h = atomic_load_explicit(&c->head, memory_order_relaxed);
+	for (int spins = 0;; spins++) {
+		struct slot *s = slotat(c, h);
+		/* acquire: pairs with the writer's release of the stamp */
+		uint64_t stamp = atomic_load_explicit(&s->stamp, memory_order_acquire);
+		if (stamp == h + 1) {
+			/* seq_cst: ordered before our read of nsendq */
+			if (atomic_compare_exchange_weak_explicit(&c->head, &h, nextpos(c, h),
+								  memory_order_seq_cst,
+								  memory_order_relaxed)) {
+				if (elem)
+					elemcopy(elem, s + 1, c->elemsize);
+				/* release: done reading before a writer reuses it */
+				atomic_store_explicit(&s->stamp, h + c->onelap, memory_order_release);
+				return R_OK;
+			}
+			continue;
+		}
+		if (stamp == h) {
+			/* not written this lap: empty, unless tail moved on */
+			atomic_thread_fence(memory_order_seq_cst);
+			uint64_t t = atomic_load_explicit(&c->tail, memory_order_relaxed);
+			if ((t & ~c->markbit) == h)
+				return t & c->markbit ? R_CLOSED : R_BLOCK;
+		}
+		relax(spins);
+		h = atomic_load_explicit(&c->head, memory_order_relaxed);
+	}
+}
+
+static size_t ring_len(struct weft_chan *c)
+{
+	for (;;) {
+		uint64_t t = atomic_load(&c->tail);
+		uint64_t h = atomic_load(&c->head);
+		if (atomic_load(&c->tail) != t)
+			continue;
+		t &= ~c->markbit;
+		uint64_t hi = h & (c->markbit - 1), ti = t & (c->markbit - 1);
+		if (hi < ti)
+			return ti - hi;
+		if (hi > ti)
+			return c->cap - hi + ti;
+		return t == h ? 0 : c->cap;
+	}
+}
+
+/* After a successful ring operation: wake one party queued on q to try
+ * again.  The seq_cst load pairs with the sleeper's seq_cst count. */
+static void notify(struct weft_chan *c, struct wq *q)
+{
+	if (atomic_load(&q->n) == 0)
+		return;
+	lock(&c->lock);
+	struct waiter *w = wq_claim(c, q);
+	unlock(&c->lock);
+	if (w) {
+		finish(w, 0, true);
+		wake(w);
+	}
+}
+
+/* Hand elem to a queued receiver of a buffered channel, as Go does for
+ * a receiver waiting on an empty buffer.  False if none is queued. */
+static bool ring_handoff(struct weft_chan *c, const void *elem)
+{
+	if (atomic_load(&c->recvq.n) == 0)
+		return false;
+	lock(&c->lock);
+	struct waiter *r = wq_claim(c, &c->recvq);
+	unlock(&c->lock);
+	if (!r)
+		return false;
+	if (r->elem)
+		elemcopy(r->elem, elem, c->elemsize);
+	finish(r, 1, false);
+	wake(r);
+	return true;
+}
+
+/* 0 sent, -EPIPE closed, -EAGAIN full and !block. */
+static int bsend(struct weft_chan *c, const void *elem, bool block)
+{
+	for (;;) {
+		if (ring_handoff(c, elem))
+			return 0;
+		int r = ring_send(c, elem);
+		if (r == R_OK) {
+			notify(c, &c->recvq);
+			return 0;
+		}
+		if (r == R_CLOSED)
+			return -EPIPE;
+		if (!block)
+			return -EAGAIN;
+		lock(&c->lock);
+		struct waiter w;
+		waiter_init(&w);
+		wq_push(c, &c->sendq, &w);
+		r = ring_send(c, elem); /* again, now that receivers see us */
+		if (r != R_BLOCK) {
+			wq_remove(c, &c->sendq, &w);
+			unlock(&c->lock);
+			if (r == R_CLOSED)
+				return -EPIPE;
+			notify(c, &c->recvq);
+			return 0;
+		}
+		waiter_block(&w, unlockchan, c, W_CHAN_SEND, -1);
+		/* a receiver made room, or close: try again */
+	}
+}
+
+/* 1 got a value, 0 closed and drained, -EAGAIN empty and !block. */
+static int brecv(struct weft_chan *c, void *elem, bool block)
+{
+	for (;;) {
+		int r = ring_recv(c, elem);
+		if (r == R_OK) {
+			notify(c, &c->sendq);
+			return 1;
+		}
+		if (r == R_CLOSED) {
+			elemzero(elem, c->elemsize);
+			return 0;
+		}
+		if (!block)
+			return -EAGAIN;
+		lock(&c->lock);
+		struct waiter w;
+		waiter_init(&w);
+		w.elem = elem;
+		wq_push(c, &c->recvq, &w);
+		r = ring_recv(c, elem); /* again, now that senders see us */
+		if (r != R_BLOCK) {
+			wq_remove(c, &c->recvq, &w);
+			unlock(&c->lock);
+			if (r == R_CLOSED) {
+				elemzero(elem, c->elemsize);
+				return 0;
+			}
+			notify(c, &c->sendq);
+			return 1;
+		}
+		waiter_block(&w, unlockchan, c, W_CHAN_RECV, -1);
+		if (w.result == RES_VALUE)
+			return 1; /* handed to us directly */
+		/* a sender filled the ring, or close: try again */
+	}
+}
+
+/* ---- unbuffered: rendezvous under the lock ----------------------------------
  * Each either completes (and unlocks) or returns -EAGAIN with the lock
  * still held, so a blocking caller can queue itself without a window. */
 
@@ -114,71 +390,40 @@ static void send_direct(struct weft_chan *c, struct waiter *r, const void *elem)
 	unlock(&c->lock);
 	if (r->elem)
 		elemcopy(r->elem, elem, c->elemsize);
-	finish(r, 1);
+	finish(r, 1, false);
 	wake(r);
 }
 
+/* Receive from a claimed sender: copy straight from its memory. */
+static void recv_direct(struct weft_chan *c, struct waiter *s, void *elem)
+{
+	unlock(&c->lock);
+	if (elem)
+		elemcopy(elem, s->elem, c->elemsize);
+	finish(s, 1, false);
+	wake(s);
+}
+
 /* 0 sent, -EPIPE closed, -EAGAIN would block (lock kept). */
-static int trysend_locked(struct weft_chan *c, const void *elem)
+static int usend_locked(struct weft_chan *c, const void *elem)
 {
 	if (c->closed) {
 		unlock(&c->lock);
 		return -EPIPE;
 	}
-	struct waiter *r = waitq_claim(&c->recvq);
-	if (r) {
-		send_direct(c, r, elem);
-		return 0;
-	}
-	if (c->count < c->cap) {
-		elemcopy(slot(c, c->sendx), elem, c->elemsize);
-		if (++c->sendx == c->cap)
-			c->sendx = 0;
-		setcount(c, c->count + 1);
-		unlock(&c->lock);
-		return 0;
-	}
-	return -EAGAIN;
+	struct waiter *r = wq_claim(c, &c->recvq);
+	if (!r)
+		return -EAGAIN;
+	send_direct(c, r, elem);
+	return 0;
 }
 
-/* Take from a claimed sender.  Unbuffered: straight from its memory.
- * Buffered (so full): take the head of the ring and put the sender's
- * element at its tail, which is the same slot; FIFO order holds. */
-static void recv_from_sender(struct weft_chan *c, struct waiter *s, void *elem)
+/* 1 got a value, 0 closed, -EAGAIN would block (lock kept). */
+static int urecv_locked(struct weft_chan *c, void *elem)
 {
-	if (c->cap == 0) {
-		unlock(&c->lock);
-		if (elem)
-			elemcopy(elem, s->elem, c->elemsize);
-	} else {
-		char *p = slot(c, c->recvx);
-		if (elem)
-			elemcopy(elem, p, c->elemsize);
-		elemcopy(p, s->elem, c->elemsize);
-		if (++c->recvx == c->cap)
-			c->recvx = 0;
-		c->sendx = c->recvx;
-		unlock(&c->lock);
-	}
-	finish(s, 1);
-	wake(s);
-}
-
-/* 1 got a value, 0 closed and drained, -EAGAIN would block (lock kept). */
-static int tryrecv_locked(struct weft_chan *c, void *elem)
-{
-	struct waiter *s = waitq_claim(&c->sendq);
+	struct waiter *s = wq_claim(c, &c->sendq);
 	if (s) {
-		recv_from_sender(c, s, elem);
-		return 1;
-	}
-	if (c->count > 0) {
-		if (elem)
-			elemcopy(elem, slot(c, c->recvx), c->elemsize);
-		if (++c->recvx == c->cap)
-			c->recvx = 0;
-		setcount(c, c->count - 1);
-		unlock(&c->lock);
+		recv_direct(c, s, elem);
 		return 1;
 	}
 	if (c->closed) {
@@ -189,21 +434,55 @@ static int tryrecv_locked(struct weft_chan *c, void *elem)
 	return -EAGAIN;
 }
 
-static void unlockchan(void *arg)
+static int usend(struct weft_chan *c, const void *elem, bool block)
 {
-	unlock(&((struct weft_chan *)arg)->lock);
+	lock(&c->lock);
+	int r = usend_locked(c, elem);
+	if (r != -EAGAIN)
+		return r;
+	if (!block) {
+		unlock(&c->lock);
+		return r;
+	}
+	struct waiter w;
+	waiter_init(&w);
+	w.elem = (void *)elem;
+	wq_push(c, &c->sendq, &w);
+	waiter_block(&w, unlockchan, c, W_CHAN_SEND, -1);
+	return w.result == RES_VALUE ? 0 : -EPIPE; /* a receiver took it, or close */
 }
 
-/* ---- public: make, send, receive, close ------------------------------- */
+static int urecv(struct weft_chan *c, void *elem, bool block)
+{
+	lock(&c->lock);
+	int r = urecv_locked(c, elem);
+	if (r != -EAGAIN)
+		return r;
+	if (!block) {
+		unlock(&c->lock);
+		return r;
+	}
+	struct waiter w;
+	waiter_init(&w);
+	w.elem = elem;
+	wq_push(c, &c->recvq, &w);
+	waiter_block(&w, unlockchan, c, W_CHAN_RECV, -1);
+	if (w.result == RES_CLOSED)
+		elemzero(elem, c->elemsize);
+	return w.result;
+}
+
+/* ---- public: make, send, receive, close --------------------------------------- */
 
 weft_chan_t *weft_chan_make(size_t elem_size, size_t cap)
 {
-	if (elem_size && cap > (SIZE_MAX - sizeof(struct weft_chan)) / elem_size) {
+	size_t slotsize = 8 + ((elem_size + 7) & ~(size_t)7);
+	if (elem_size > SIZE_MAX / 2 || cap > (SIZE_MAX / 4 - sizeof(struct weft_chan)) / slotsize) {
 		errno = EINVAL;
 		return NULL;
 	}
 	rt_enter(); /* the P's allocation cache, on a G */
-	struct weft_chan *c = rtalloc(sizeof *c + elem_size * cap);
+	struct weft_chan *c = rtalloc(sizeof *c + (cap ? cap * slotsize : 0));
 	rt_leave();
 	if (!c) {
 		errno = ENOMEM;
@@ -211,6 +490,17 @@ weft_chan_t *weft_chan_make(size_t elem_size, size_t cap)
 	}
 	c->elemsize = elem_size;
 	c->cap = cap;
+	if (cap) {
+		c->slotsize = slotsize;
+		c->slots = (char *)(c + 1);
+		uint64_t p = 1;
+		while (p < (uint64_t)cap + 1)
+			p <<= 1;
+		c->markbit = p;
+		c->onelap = p << 1;
+		for (size_t i = 0; i < cap; i++)
+			atomic_init(&slotat(c, i)->stamp, i); /* lap 0: writable at i */
+	}
 	return c;
 }
 
@@ -219,7 +509,7 @@ void weft_chan_free(weft_chan_t *c)
 	if (!c)
 		return;
 	lock(&c->lock);
-	bool busy = c->recvq.head || c->sendq.head;
+	bool busy = c->recvq.q.head || c->sendq.q.head;
 	unlock(&c->lock);
 	if (busy)
 		fatal("weft_chan_free: a green thread or thread is blocked on the channel");
@@ -228,102 +518,64 @@ void weft_chan_free(weft_chan_t *c)
 	rt_leave();
 }
 
-/* rt_enter before the lock: the P must be held (P_RUNNING, which
- * sysmon never retakes) by the time we might park or ready someone with
- * the lock held, or re-acquiring it could block this M inside the
- * critical section. */
-int weft_chan_send(weft_chan_t *c, const void *elem)
+static int fail(int r)
 {
-	if (unlikely(!c)) {
-		errno = EINVAL;
-		return -1;
-	}
-	rt_enter();
-	lock(&c->lock);
-	int r = trysend_locked(c, elem);
-	if (r == -EAGAIN) {
-		struct waiter w;
-		waiter_init(&w);
-		w.elem = (void *)elem;
-		waitq_push(&c->sendq, &w);
-		waiter_block(&w, unlockchan, c, W_CHAN_SEND, -1);
-		r = w.result == 1 ? 0 : -EPIPE; /* woken by a receiver or by close */
-	}
-	rt_leave();
 	if (r < 0) {
 		errno = -r;
 		return -1;
 	}
-	return 0;
+	return r;
+}
+
+/* rt_enter first: a G holds its P across the whole operation, so the
+ * nested park/ready calls stay cheap. */
+static int chansend(weft_chan_t *c, const void *elem, bool block)
+{
+	if (unlikely(!c))
+		return -EINVAL;
+	rt_enter();
+	int r = c->cap ? bsend(c, elem, block) : usend(c, elem, block);
+	rt_leave();
+	return r;
+}
+
+static int chanrecv(weft_chan_t *c, void *elem, bool block)
+{
+	if (unlikely(!c))
+		return -EINVAL;
+	rt_enter();
+	int r = c->cap ? brecv(c, elem, block) : urecv(c, elem, block);
+	rt_leave();
+	return r;
+}
+
+int weft_chan_send(weft_chan_t *c, const void *elem)
+{
+	return fail(chansend(c, elem, true));
 }
 
 int weft_chan_recv(weft_chan_t *c, void *elem)
 {
-	if (unlikely(!c)) {
-		errno = EINVAL;
-		return -1;
-	}
-	rt_enter();
-	lock(&c->lock);
-	int r = tryrecv_locked(c, elem);
-	if (r == -EAGAIN) {
-		struct waiter w;
-		waiter_init(&w);
-		w.elem = elem;
-		waitq_push(&c->recvq, &w);
-		waiter_block(&w, unlockchan, c, W_CHAN_RECV, -1);
-		r = w.result;
-		if (r == 0)
-			elemzero(elem, c->elemsize); /* woken by close */
-	}
-	rt_leave();
-	return r;
+	return fail(chanrecv(c, elem, true));
 }
 
 int weft_chan_trysend(weft_chan_t *c, const void *elem)
 {
-	if (unlikely(!c)) {
-		errno = EINVAL;
-		return -1;
-	}
-	rt_enter();
-	lock(&c->lock);
-	int r = trysend_locked(c, elem);
-	if (r == -EAGAIN)
-		unlock(&c->lock);
-	rt_leave();
-	if (r < 0) {
-		errno = -r;
-		return -1;
-	}
-	return 0;
+	return fail(chansend(c, elem, false));
 }
 
 int weft_chan_tryrecv(weft_chan_t *c, void *elem)
 {
-	if (unlikely(!c)) {
-		errno = EINVAL;
-		return -1;
-	}
-	rt_enter();
-	lock(&c->lock);
-	int r = tryrecv_locked(c, elem);
-	if (r == -EAGAIN)
-		unlock(&c->lock);
-	rt_leave();
-	if (r < 0) {
-		errno = -r;
-		return -1;
-	}
-	return r;
+	return fail(chanrecv(c, elem, false));
 }
 
-/* Claim everyone queued on q, recording ok, onto the wake list. */
-static struct waiter *claimall(struct waitq *q, int ok, struct waiter *list)
+/* Claim everyone queued on q onto the wake list: unbuffered parties get
+ * their outcome (ok), buffered ones look again and find the close. */
+static struct waiter *claimall(struct weft_chan *c, struct wq *q, int ok, struct waiter *list)
 {
 	struct waiter *w;
-	while ((w = waitq_claim(q))) {
-		finish(w, ok);
+	while ((w = wq_claim(c, q))) {
+		finish(w, ok, c->cap > 0);
 		w->next = list; /* ours now: it sleeps until we wake it */
 		list = w;
 	}
@@ -345,9 +597,12 @@ int weft_chan_close(weft_chan_t *c)
 		return -1;
 	}
 	c->closed = 1;
-	/* receivers get 0 (the buffer is empty if any wait), senders EPIPE */
-	struct waiter *list = claimall(&c->recvq, 0, NULL);
-	list = claimall(&c->sendq, -1, list);
+	if (c->cap)
+		atomic_fetch_or(&c->tail, c->markbit); /* no send succeeds after this */
+	/* receivers get 0 (an unbuffered one only waits with nothing
+	 * offered), senders EPIPE */
+	struct waiter *list = claimall(c, &c->recvq, RES_CLOSED, NULL);
+	list = claimall(c, &c->sendq, RES_EPIPE, list);
 	unlock(&c->lock);
 	while (list) {
 		struct waiter *w = list;
@@ -360,7 +615,7 @@ int weft_chan_close(weft_chan_t *c)
 
 size_t weft_chan_len(weft_chan_t *c)
 {
-	return c ? __atomic_load_n(&c->count, __ATOMIC_RELAXED) : 0;
+	return c && c->cap ? ring_len(c) : 0;
 }
 
 size_t weft_chan_cap(weft_chan_t *c)
@@ -368,7 +623,7 @@ size_t weft_chan_cap(weft_chan_t *c)
 	return c ? c->cap : 0;
 }
 
-/* ---- select ------------------------------------------------------------- */
+/* ---- select ---------------------------------------------------------------------- */
 
 struct selstate {
 	weft_case_t *cases;
@@ -378,6 +633,8 @@ struct selstate {
 	uint32_t *order;          /* poll order: a random permutation of live cases */
 	size_t norder;
 	struct waiter *nodes;     /* one queue node per case */
+	struct weft_chan *notify; /* after unlocking: wake a counterpart here */
+	int notifyop;             /* ... on its queue for this op */
 };
 
 static void lockall(struct selstate *st)
@@ -386,7 +643,7 @@ static void lockall(struct selstate *st)
 		lock(&st->locks[i]->lock);
 }
 
-/* In reverse, and skipping one channel already unlocked (or NULL). */
+/* In reverse, skipping one channel already unlocked (or NULL). */
 static void unlockall_but(struct selstate *st, struct weft_chan *skip)
 {
 	for (size_t i = st->nlocks; i-- > 0;)
@@ -436,52 +693,111 @@ static void shuffle(struct selstate *st)
 	st->norder = k;
 }
 
-/* Try case i with every channel locked.  On success all locks are
- * released and ok is stored in the case; returns false if not ready. */
-static bool selpoll(struct selstate *st, size_t i)
+/* A buffered case, lock-free: true if it completed (ok stored). */
+static bool ringpoll(struct selstate *st, weft_case_t *cs)
 {
-	weft_case_t *cs = &st->cases[i];
 	struct weft_chan *c = cs->chan;
+	int r;
 	if (cs->op == WEFT_RECV) {
-		struct waiter *s = waitq_claim(&c->sendq);
-		if (s) {
-			/* recv_from_sender unlocks c itself */
-			unlockall_but(st, c);
-			recv_from_sender(c, s, cs->elem);
-			cs->ok = 1;
-			return true;
-		}
-		if (c->count == 0 && !c->closed)
-			return false;
+		r = ring_recv(c, cs->elem);
+		if (r == R_CLOSED)
+			elemzero(cs->elem, c->elemsize);
+		cs->ok = r == R_OK ? 1 : 0;
 	} else {
-		if (!c->closed) {
-			struct waiter *r = waitq_claim(&c->recvq);
-			if (r) {
-				unlockall_but(st, c);
-				send_direct(c, r, cs->elem);
-				cs->ok = 1;
-				return true;
-			}
-			if (c->count == c->cap)
-				return false;
-		}
+		r = ring_send(c, cs->elem);
+		cs->ok = r == R_OK ? 1 : -1;
 	}
-	/* buffered data, buffer room or closed: completes without waiting;
-	 * the try* helpers unlock c */
-	unlockall_but(st, c);
-	int r = cs->op == WEFT_RECV ? tryrecv_locked(c, cs->elem) : trysend_locked(c, cs->elem);
-	cs->ok = r == -EPIPE ? -1 : (cs->op == WEFT_RECV ? r : 1);
+	if (r == R_BLOCK)
+		return false;
+	if (r == R_OK) {
+		st->notify = c;
+		st->notifyop = cs->op;
+	}
 	return true;
 }
 
-/* Nothing was ready: queue a node on every case's channel and sleep
- * until one fires or the deadline passes.  Returns the case index or -1. */
+/* An unbuffered case with every channel locked.  On success all locks
+ * are released and ok is stored; false (locks kept) if not ready. */
+static bool syncpoll(struct selstate *st, weft_case_t *cs)
+{
+	struct weft_chan *c = cs->chan;
+	if (cs->op == WEFT_RECV) {
+		struct waiter *s = wq_claim(c, &c->sendq);
+		if (s) {
+			unlockall_but(st, c);
+			recv_direct(c, s, cs->elem);
+			cs->ok = 1;
+			return true;
+		}
+		if (!c->closed)
+			return false;
+		unlockall(st);
+		elemzero(cs->elem, c->elemsize);
+		cs->ok = 0;
+		return true;
+	}
+	if (!c->closed) {
+		struct waiter *r = wq_claim(c, &c->recvq);
+		if (!r)
+			return false;
+		unlockall_but(st, c);
+		send_direct(c, r, cs->elem);
+		cs->ok = 1;
+		return true;
+	}
+	unlockall(st);
+	cs->ok = -1;
+	return true;
+}
+
+/* One pass over the cases in poll order, every channel locked.  Returns
+ * the case that completed (all unlocked) or -1 (still locked).
+ * ringonly: the second look after queueing, at buffered cases only. */
+static int pollpass(struct selstate *st, bool ringonly)
+{
+	for (size_t k = 0; k < st->norder; k++) {
+		uint32_t i = st->order[k];
+		weft_case_t *cs = &st->cases[i];
+		if (cs->chan->cap) {
+			if (ringpoll(st, cs)) {
+				if (ringonly)
+					return (int)i; /* the caller dequeues and unlocks */
+				unlockall(st);
+				return (int)i;
+			}
+		} else if (!ringonly && syncpoll(st, cs)) {
+			return (int)i;
+		}
+	}
+	return -1;
+}
+
+static struct wq *caseq(weft_case_t *cs)
+{
+	return cs->op == WEFT_RECV ? &cs->chan->recvq : &cs->chan->sendq;
+}
+
+/* With every channel locked: take back the nodes no waker took. */
+static void dequeueall(struct selstate *st)
+{
+	for (size_t k = 0; k < st->norder; k++) {
+		uint32_t i = st->order[k];
+		if (st->nodes[i].queued)
+			wq_remove(st->cases[i].chan, caseq(&st->cases[i]), &st->nodes[i]);
+	}
+}
+
+/* Nothing was ready (every channel locked): queue a node on every
+ * case's channel and sleep until one fires, the deadline passes, or a
+ * buffered channel asks us to look again.  Returns the case index, -1
+ * on timeout, -2 to poll again. */
 static int selwait(struct selstate *st, int64_t deadline)
 {
 	struct selrec rec;
 	waiter_init(&rec.w);
 	rec.fired = -1;
 	rec.ok = 0;
+	rec.done = false;
 	/* in poll order: two cases on one channel queue in random order,
 	 * so a counterpart taking the head picks either with equal odds */
 	for (size_t k = 0; k < st->norder; k++) {
@@ -492,21 +808,23 @@ static int selwait(struct selstate *st, int64_t deadline)
 		w->sel = &rec;
 		w->ticket = i;
 		w->elem = cs->elem;
-		waitq_push(cs->op == WEFT_RECV ? &cs->chan->recvq : &cs->chan->sendq, w);
+		wq_push(cs->chan, caseq(cs), w);
+	}
+	/* buffered channels: look again now that wakers can see us */
+	int fired = pollpass(st, true);
+	if (fired >= 0) {
+		dequeueall(st);
+		unlockall(st);
+		return fired;
 	}
 	bool woken = waiter_block(&rec.w, unlockall, st, W_SELECT, deadline);
-	/* take back the nodes no waker took: the winner's was dequeued by
-	 * its waker, losers' may have been dropped by a failed claim */
 	lockall(st);
-	for (size_t i = 0; i < st->n; i++) {
-		weft_case_t *cs = &st->cases[i];
-		if (cs->chan && st->nodes[i].queued)
-			waitq_remove(cs->op == WEFT_RECV ? &cs->chan->recvq : &cs->chan->sendq,
-				      &st->nodes[i]);
-	}
+	dequeueall(st); /* the winner's was dequeued by its waker */
 	unlockall(st);
 	if (!woken)
 		return -1;
+	if (!rec.done)
+		return -2;
 	weft_case_t *cs = &st->cases[rec.fired];
 	cs->ok = rec.ok;
 	if (cs->op == WEFT_RECV && rec.ok == 0)
@@ -515,14 +833,36 @@ static int selwait(struct selstate *st, int64_t deadline)
 }
 
 /* Park for good, or until the deadline: select with no live case. */
-static int selblock(int64_t deadline)
+static void selblock(int64_t deadline)
 {
 	struct waiter w;
 	waiter_init(&w);
 	while (waiter_block(&w, NULL, NULL, W_SELECT_NOCASES, deadline))
 		waiter_init(&w); /* nobody wakes it; be safe anyway */
-	errno = ETIMEDOUT;
-	return -1;
+}
+
+static int selectloop(struct selstate *st, int64_t timeout_ns, int64_t deadline)
+{
+	sortlocks(st);
+	shuffle(st);
+	if (st->nlocks == 0) {
+		if (timeout_ns != 0)
+			selblock(deadline);
+		return -1;
+	}
+	for (;;) {
+		lockall(st);
+		int fired = pollpass(st, false);
+		if (fired >= 0)
+			return fired;
+		if (timeout_ns == 0) {
+			unlockall(st);
+			return -1;
+		}
+		fired = selwait(st, deadline);
+		if (fired != -2)
+			return fired;
+	}
 }
 
 #define SMALLSEL 8
@@ -544,7 +884,7 @@ int weft_select(weft_case_t *cases, size_t n, int64_t timeout_ns)
 	struct weft_chan *locks_s[SMALLSEL];
 	uint32_t order_s[SMALLSEL];
 	struct waiter nodes_s[SMALLSEL];
-	struct selstate st = { cases, n, locks_s, 0, order_s, 0, nodes_s };
+	struct selstate st = { cases, n, locks_s, 0, order_s, 0, nodes_s, NULL, 0 };
 	void *heap = NULL;
 	if (n > SMALLSEL) {
 		heap = rtalloc(n * (sizeof *st.locks + sizeof *st.order + sizeof *st.nodes));
@@ -556,26 +896,10 @@ int weft_select(weft_case_t *cases, size_t n, int64_t timeout_ns)
 		st.locks = (struct weft_chan **)(st.nodes + n);
 		st.order = (uint32_t *)(st.locks + n);
 	}
-
 	rt_enter();
-	sortlocks(&st);
-	shuffle(&st);
-	int fired = -1;
-	if (st.nlocks == 0) {
-		if (timeout_ns != 0)
-			selblock(deadline);
-	} else {
-		lockall(&st);
-		for (size_t k = 0; k < st.norder && fired < 0; k++)
-			if (selpoll(&st, st.order[k]))
-				fired = (int)st.order[k];
-		if (fired < 0) {
-			if (timeout_ns == 0)
-				unlockall(&st);
-			else
-				fired = selwait(&st, deadline);
-		}
-	}
+	int fired = selectloop(&st, timeout_ns, deadline);
+	if (st.notify) /* a buffered case completed: its counterpart may wait */
+		notify(st.notify, st.notifyop == WEFT_RECV ? &st.notify->sendq : &st.notify->recvq);
 	rt_leave();
 	rtfree(heap);
 	if (fired < 0)

@@ -72,13 +72,33 @@
 int splitstack_prepare(struct g *gp, const weft_attr_t *attr) HIDDEN;
 void splitstack_free(struct stack *s) HIDDEN;
 
+static struct p *curp(void)
+{
+	struct m *m = getm();
+	return m && m->curg ? m->p : NULL;
+}
+
+/* A guarded stack of the size asked for (0: WEFT_STACK_SIZE).  The
+ * descriptor may come from a dead G that had another size or kind:
+ * proc.c's gfget matches sizes only when one is given. */
+static int guarded_prepare(struct g *gp, size_t size)
+{
+	gp->splitctx = NULL;
+	size_t want = ((size ? size : weftenv.stacksize) + 4095) & ~4095UL;
+	if (gp->stack.lo && gp->stack.kind != STACK_SEGMENTED && stacksize(&gp->stack) == want)
+		return 0;
+	struct p *pp = curp();
+	if (gp->stack.lo)
+		stackfree(pp, &gp->stack);
+	return stackalloc(pp, &gp->stack, size);
+}
+
 #ifndef WEFT_SPLITSTACK
 
 /* libweft: every G gets a guarded stack. */
 int splitstack_prepare(struct g *gp, const weft_attr_t *attr)
 {
-	(void)gp, (void)attr;
-	return 0;
+	return guarded_prepare(gp, attr ? attr->stack_size : 0);
 }
 
 void splitstack_free(struct stack *s)
@@ -434,20 +454,13 @@ void splitstack_free(struct stack *s)
 }
 
 /* weft_go_attr, before the G's first frame is built: give gp the kind
- * of stack attr (or WEFT_STACK) asks for. */
+ * and size of stack attr (or WEFT_STACK, WEFT_STACK_SIZE) asks for. */
 int splitstack_prepare(struct g *gp, const weft_attr_t *attr)
 {
 	int kind = attr && attr->stack_kind ? attr->stack_kind : weftenv.stackkind;
 	size_t size = attr ? attr->stack_size : 0;
-	if (kind != WEFT_STACK_SEGMENTED || !splitusable()) {
-		gp->splitctx = NULL;
-		if (gp->stack.kind != STACK_SEGMENTED)
-			return 0;
-		/* a descriptor that last ran a segmented G */
-		splitstack_free(&gp->stack);
-		struct m *m = getm();
-		return stackalloc(m && m->curg ? m->p : NULL, &gp->stack, size);
-	}
+	if (kind != WEFT_STACK_SEGMENTED || !splitusable())
+		return guarded_prepare(gp, size);
 	size_t usable = size ? (size + PAGE - 1) & ~(PAGE - 1) : defusable;
 	if (gp->stack.kind == STACK_SEGMENTED && stacksize(&gp->stack) == usable) {
 		gp->splitctx = ((struct splitrec *)(void *)gp->stack.chunk)->ctx; /* reset at exit */
@@ -456,10 +469,8 @@ int splitstack_prepare(struct g *gp, const weft_attr_t *attr)
 	struct stack s;
 	if (splitalloc(&s, usable) != 0)
 		return -1;
-	if (gp->stack.lo) {
-		struct m *m = getm();
-		stackfree(m && m->curg ? m->p : NULL, &gp->stack);
-	}
+	if (gp->stack.lo)
+		stackfree(curp(), &gp->stack);
 	gp->stack = s;
 	gp->splitctx = ((struct splitrec *)(void *)s.chunk)->ctx;
 	return 0;

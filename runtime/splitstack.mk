@@ -62,3 +62,4 @@ $(BUILD)/tests/test_stacks_split: tests/test_stacks_split.c tests/helpers.h $(SO
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -DWEFT_NO_SPLIT $< -o $@ $(TEST_LDFLAGS)
 endif
+-include bench/splitstack.mk

@@ -28,11 +28,15 @@ static int check_failures;
 /* errno, read afresh: glibc declares __errno_location const, so the
  * compiler may reuse its result from before a call that parked the G and
  * resumed it on another OS thread, and read the old thread's errno. */
-static __attribute__((noinline)) int err(void)
+static __attribute__((noinline, unused)) int err(void)
 {
 	__asm__ volatile("" ::: "memory");
 	return errno;
 }
+
+/* After a call that must show in a backtrace: keeps the compiler from
+ * turning it into a tail call (which leaves the caller off the stack). */
+#define NOTAIL() __asm__ volatile("" ::: "memory")
 
 /* Run fn as the main G and assert that every CHECK passed. */
 static inline void run_main(int (*fn)(int, char **))

@@ -930,3 +930,142 @@ Test(chan, happens_before)
 {
 	run_main(happens_before);
 }
+
+/* FIFO per sender on a buffered channel under contention: several
+ * senders (Gs and threads) and receivers, with selects mixed in; each
+ * receiver must see every sender's sequence numbers in increasing order,
+ * and every message arrives exactly once. */
+#define FF_SENDERS 4
+#define FF_RECEIVERS 3
+#define FF_N 30000
+static weft_chan_t *ff_c;
+static weft_wg_t ff_snd = WEFT_WG_INIT, ff_rcv = WEFT_WG_INIT;
+static long ff_total, ff_sum;
+
+static void ff_send(void *arg)
+{
+	long id = (long)(intptr_t)arg;
+	for (long s = 1; s <= FF_N; s++) {
+		long v = id << 32 | s;
+		if (s % 3 == 0) {
+			weft_case_t cs = { ff_c, WEFT_SEND, &v, 0 };
+			CHECK(weft_select(&cs, 1, -1) == 0 && cs.ok == 1);
+		} else {
+			CHECK(weft_chan_send(ff_c, &v) == 0);
+		}
+	}
+	weft_wg_done(&ff_snd);
+}
+
+static void ff_recv(void *arg)
+{
+	(void)arg;
+	long last[FF_SENDERS] = { 0 }, v, n = 0, sum = 0;
+	for (;;) {
+		int got;
+		if (n % 2) {
+			weft_case_t cs = { ff_c, WEFT_RECV, &v, 0 };
+			CHECK(weft_select(&cs, 1, -1) == 0);
+			got = cs.ok;
+		} else {
+			got = weft_chan_recv(ff_c, &v);
+		}
+		if (got != 1)
+			break;
+		long id = v >> 32, s = v & 0xffffffff;
+		CHECK(id >= 0 && id < FF_SENDERS);
+		if (id >= 0 && id < FF_SENDERS) {
+			CHECK(s > last[id]);
+			last[id] = s;
+		}
+		n++;
+		sum += s;
+	}
+	__atomic_fetch_add(&ff_total, n, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&ff_sum, sum, __ATOMIC_RELAXED);
+	weft_wg_done(&ff_rcv);
+}
+
+static void *ff_thread(void *arg)
+{
+	intptr_t a = (intptr_t)arg;
+	if (a < 0)
+		ff_recv(NULL);
+	else
+		ff_send((void *)a);
+	return NULL;
+}
+
+static int buffered_fifo_contended(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	weft_maxprocs(2);
+	for (size_t cap = 1; cap <= 64; cap *= 8) {
+		ff_c = weft_chan_make(sizeof(long), cap);
+		ff_total = ff_sum = 0;
+		weft_wg_add(&ff_snd, FF_SENDERS);
+		weft_wg_add(&ff_rcv, FF_RECEIVERS);
+		pthread_t ts, tr;
+		pthread_create(&ts, NULL, ff_thread, (void *)0);
+		for (intptr_t i = 1; i < FF_SENDERS; i++)
+			weft_go(ff_send, (void *)i);
+		pthread_create(&tr, NULL, ff_thread, (void *)-1);
+		for (int i = 1; i < FF_RECEIVERS; i++)
+			weft_go(ff_recv, NULL);
+		weft_wg_wait(&ff_snd);
+		CHECK(weft_chan_close(ff_c) == 0);
+		weft_wg_wait(&ff_rcv);
+		pthread_join(ts, NULL);
+		pthread_join(tr, NULL);
+		CHECK(ff_total == (long)FF_SENDERS * FF_N);
+		CHECK(ff_sum == (long)FF_SENDERS * FF_N * (FF_N + 1) / 2);
+		CHECK(weft_chan_len(ff_c) == 0);
+		weft_chan_free(ff_c);
+	}
+	return 0;
+}
+
+Test(chan, buffered_fifo_contended, .timeout = 60)
+{
+	run_main(buffered_fifo_contended);
+}
+
+/* close while senders are blocked on a full buffer: they all fail with
+ * EPIPE, and receivers still drain what was buffered before close */
+static weft_chan_t *cf_c;
+static int cf_epipe;
+static weft_wg_t cf_wg = WEFT_WG_INIT;
+
+static void cf_sender(void *arg)
+{
+	long v = (long)(intptr_t)arg;
+	if (weft_chan_send(cf_c, &v) == -1 && err() == EPIPE)
+		__atomic_fetch_add(&cf_epipe, 1, __ATOMIC_RELAXED);
+	weft_wg_done(&cf_wg);
+}
+
+static int close_full_buffer(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	cf_c = weft_chan_make(sizeof(long), 4);
+	for (long i = 0; i < 4; i++)
+		weft_chan_send(cf_c, &i);
+	weft_wg_add(&cf_wg, 10);
+	for (long i = 0; i < 10; i++)
+		weft_go(cf_sender, (void *)(intptr_t)(100 + i));
+	weft_sleep(20 * 1000 * 1000);
+	CHECK(weft_chan_len(cf_c) == 4);
+	CHECK(weft_chan_close(cf_c) == 0);
+	weft_wg_wait(&cf_wg);
+	CHECK(cf_epipe == 10);
+	long v;
+	for (long i = 0; i < 4; i++)
+		CHECK(weft_chan_recv(cf_c, &v) == 1 && v == i);
+	CHECK(weft_chan_recv(cf_c, &v) == 0 && v == 0);
+	return 0;
+}
+
+Test(chan, close_with_full_buffer)
+{
+	run_main(close_full_buffer);
+}

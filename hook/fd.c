@@ -1,0 +1,445 @@
+/*
+ * fd.c - making, connecting, duplicating and closing fds: socket,
+ * socketpair, pipe, pipe2, eventfd, accept, accept4, connect, shutdown,
+ * close, fclose, dup, dup2, dup3, fcntl, fcntl64, ioctl, setsockopt,
+ * getsockopt.
+ *
+ * Files made on a G are made non-blocking underneath (SOCK_NONBLOCK,
+ * O_NONBLOCK, EFD_NONBLOCK: no extra system call) and their descriptor
+ * records the program's own view.  fcntl F_GETFL and ioctl FIONBIO keep
+ * up that view.  close and dup2 onto an fd wake the Gs parked on it with
+ * EBADF before the number can be reused.
+ */
+#include "hook.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+DEFREAL(socket);
+DEFREAL(socketpair);
+DEFREAL(pipe);
+DEFREAL(pipe2);
+DEFREAL(eventfd);
+DEFREAL(accept);
+DEFREAL(accept4);
+DEFREAL(connect);
+DEFREAL(shutdown);
+DEFREAL(close);
+DEFREAL(fclose);
+DEFREAL(dup);
+DEFREAL(dup2);
+DEFREAL(dup3);
+DEFREAL(fcntl);
+DEFREAL(fcntl64);
+DEFREAL(ioctl);
+DEFREAL(setsockopt);
+DEFREAL(getsockopt);
+
+static uint32_t fdflags(struct pd *d)
+{
+	return d ? atomic_load_explicit(&d->flags, memory_order_acquire) : 0;
+}
+
+static bool is_tcp(int domain, int type, int proto)
+{
+	return (domain == AF_INET || domain == AF_INET6) && (type & 0xf) == SOCK_STREAM &&
+	       (proto == 0 || proto == IPPROTO_TCP);
+}
+
+/* ---- making fds ------------------------------------------------------------ */
+
+HOOK int socket(int domain, int type, int proto)
+{
+	if (!rt_started())
+		return REAL(socket)(domain, type, proto);
+	bool ong = hook_g() != NULL;
+	bool usernb = type & SOCK_NONBLOCK;
+	int fd = REAL(socket)(domain, ong ? type | SOCK_NONBLOCK : type, proto);
+	if (fd >= 0)
+		pd_reset(fd, newfd_flags(ong, usernb, is_tcp(domain, type, proto)));
+	return fd;
+}
+
+HOOK int socketpair(int domain, int type, int proto, int sv[2])
+{
+	if (!rt_started())
+		return REAL(socketpair)(domain, type, proto, sv);
+	bool ong = hook_g() != NULL;
+	bool usernb = type & SOCK_NONBLOCK;
+	int r = REAL(socketpair)(domain, ong ? type | SOCK_NONBLOCK : type, proto, sv);
+	if (r == 0) {
+		uint32_t f = newfd_flags(ong, usernb, false);
+		pd_reset(sv[0], f);
+		pd_reset(sv[1], f);
+	}
+	return r;
+}
+
+static int do_pipe2(int fds[2], int flags, bool is2)
+{
+	if (!rt_started())
+		return is2 ? REAL(pipe2)(fds, flags) : REAL(pipe)(fds);
+	bool ong = hook_g() != NULL;
+	int r = ong ? REAL(pipe2)(fds, flags | O_NONBLOCK)
+		    : is2 ? REAL(pipe2)(fds, flags) : REAL(pipe)(fds);
+	if (r == 0) {
+		uint32_t f = newfd_flags(ong, flags & O_NONBLOCK, !(flags & O_DIRECT));
+		pd_reset(fds[0], f);
+		pd_reset(fds[1], f);
+	}
+	return r;
+}
+
+HOOK int pipe(int fds[2])
+{
+	return do_pipe2(fds, 0, false);
+}
+
+HOOK int pipe2(int fds[2], int flags)
+{
+	return do_pipe2(fds, flags, true);
+}
+
+HOOK int eventfd(unsigned int initval, int flags)
+{
+	if (!rt_started())
+		return REAL(eventfd)(initval, flags);
+	bool ong = hook_g() != NULL;
+	int fd = REAL(eventfd)(initval, ong ? flags | EFD_NONBLOCK : flags);
+	if (fd >= 0)
+		pd_reset(fd, newfd_flags(ong, flags & EFD_NONBLOCK, false));
+	return fd;
+}
+
+/* ---- accept and connect ------------------------------------------------------ */
+
+static int do_accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags, bool is4)
+{
+	struct io io;
+	int mode = io_begin(&io, fd, PD_READ);
+	int r;
+	switch (mode) {
+	case IO_BADF:
+		return (int)sysret(-EBADF);
+	case IO_PASS:
+	case IO_SYSCALL:
+		r = BLOCKING(mode == IO_SYSCALL,
+			     is4 ? REAL(accept4)(fd, addr, alen, flags) : REAL(accept)(fd, addr, alen));
+		if (r >= 0 && rt_started())
+			pd_reset(r, 0);
+		return r;
+	}
+	bool ong = mode == IO_POLL;
+	struct sc s = SC(SYS_accept4, fd, (long)addr, (long)alen, ong ? flags | SOCK_NONBLOCK : flags);
+	long nfd = io_once(&io, &s, 0, false);
+	if (nfd >= 0) {
+		bool tcp = fdflags(io.r.d) & PD_DRAINOK; /* the listener is TCP */
+		pd_reset((int)nfd, newfd_flags(ong, flags & SOCK_NONBLOCK, tcp));
+	}
+	return (int)sysret(nfd);
+}
+
+HOOK int accept(int fd, struct sockaddr *addr, socklen_t *alen)
+{
+	return do_accept4(fd, addr, alen, 0, false);
+}
+
+HOOK int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
+{
+	return do_accept4(fd, addr, alen, flags, true);
+}
+
+/* A blocking AF_UNIX connect to a full backlog waits inside the kernel
+ * for room that epoll cannot show: retry every millisecond until
+ * SO_SNDTIMEO (then EAGAIN, as the kernel). */
+static long connect_backoff(struct io *io, const struct sockaddr *addr, socklen_t alen)
+{
+	int64_t t = atomic_load_explicit(&io->r.d->wtimeo, memory_order_relaxed);
+	int64_t deadline = t > 0 ? nanotime() + t : -1;
+	long r;
+	do {
+		if (deadline >= 0 && nanotime() >= deadline)
+			return -EAGAIN;
+		if (io->mode == IO_POLL) {
+			g_sleep_until(nanotime() + 1000000);
+		} else {
+			struct timespec ts = { 0, 1000000 };
+			(void)sys3(SYS_nanosleep, &ts, 0, 0);
+		}
+		io_snap(io, false);
+		r = sys3(SYS_connect, io->fd, addr, alen);
+	} while (r == -EAGAIN);
+	return r;
+}
+
+/* Non-blocking connect, then wait until writable and read SO_ERROR; a
+ * second connect tells a finished connection (EISCONN) from a spurious
+ * wakeup (EALREADY).  SO_SNDTIMEO ends it with EINPROGRESS, as in the
+ * kernel. */
+static long connect_wait(struct io *io, const struct sockaddr *addr, socklen_t alen)
+{
+	int fd = io->fd;
+	io_snap(io, false);
+	long r = sys3(SYS_connect, fd, addr, alen);
+	if (r == -EAGAIN)
+		r = connect_backoff(io, addr, alen);
+	while (r == -EINPROGRESS || r == -EALREADY) {
+		long w = io_wait(io);
+		if (w < 0)
+			return w == -EAGAIN ? -EINPROGRESS : w;
+		int err = 0;
+		socklen_t len = sizeof err;
+		w = sys5(SYS_getsockopt, fd, SOL_SOCKET, SO_ERROR, &err, &len);
+		if (w < 0)
+			return w;
+		if (err)
+			return -err;
+		io_snap(io, false);
+		r = sys3(SYS_connect, fd, addr, alen);
+		if (r == -EISCONN)
+			r = 0;
+	}
+	return r;
+}
+
+HOOK int connect(int fd, const struct sockaddr *addr, socklen_t alen)
+{
+	struct io io;
+	IO_SIMPLE(io_begin(&io, fd, PD_WRITE), REAL(connect)(fd, addr, alen));
+	return (int)sysret(connect_wait(&io, addr, alen));
+}
+
+HOOK int shutdown(int fd, int how)
+{
+	int r = REAL(shutdown)(fd, how);
+	struct pd *d;
+	if (r == 0 && rt_started() && (d = pd_lookup(fd)) && fdflags(d))
+		pd_kick(d, PD_READ | PD_WRITE); /* parked Gs retry: EOF or EPIPE */
+	return r;
+}
+
+/* ---- closing ---------------------------------------------------------------- */
+
+static bool internal_fd(int fd)
+{
+	return fd >= 0 && (fd == netpoll_epfd || fd == netpoll_breakfd);
+}
+
+HOOK int close(int fd)
+{
+	if (!rt_started())
+		return REAL(close)(fd);
+	if (internal_fd(fd))
+		return (int)sysret(-EBADF);
+	struct pd *d = pd_lookup(fd);
+	bool polled = fdflags(d) & PD_REG;
+	uint32_t seq = pd_closing(fd);
+	int r = BLOCKING(!polled && hook_g(), REAL(close)(fd));
+	pd_closed(fd, seq);
+	return r;
+}
+
+HOOK int fclose(FILE *f)
+{
+	if (!rt_started() || !f)
+		return REAL(fclose)(f);
+	int fd = fileno(f);
+	uint32_t seq = fd >= 0 ? pd_closing(fd) : 0;
+	int r = BLOCKING(hook_g() != NULL, REAL(fclose)(f)); /* flushes: may block */
+	pd_closed(fd, seq);
+	return r;
+}
+
+/* ---- duplicating -------------------------------------------------------------- */
+
+HOOK int dup(int fd)
+{
+	int r = REAL(dup)(fd);
+	if (r >= 0 && rt_started())
+		pd_dup(fd, r);
+	return r;
+}
+
+/* dup2/dup3 close newfd first: its waiters get EBADF.  Check oldfd
+ * first so a failing call leaves newfd alone. */
+static int do_dup3(int oldfd, int newfd, int flags, bool is3)
+{
+	if (!rt_started() || oldfd == newfd || newfd < 0 ||
+	    sys3(SYS_fcntl, oldfd, F_GETFD, 0) < 0)
+		return is3 ? REAL(dup3)(oldfd, newfd, flags) : REAL(dup2)(oldfd, newfd);
+	if (internal_fd(newfd))
+		return (int)sysret(-EBADF);
+	uint32_t seq = pd_closing(newfd);
+	int r = is3 ? REAL(dup3)(oldfd, newfd, flags) : REAL(dup2)(oldfd, newfd);
+	if (r >= 0)
+		pd_dup(oldfd, newfd);
+	else
+		pd_closed(newfd, seq);
+	return r;
+}
+
+HOOK int dup2(int oldfd, int newfd)
+{
+	return do_dup3(oldfd, newfd, 0, false);
+}
+
+HOOK int dup3(int oldfd, int newfd, int flags)
+{
+	return do_dup3(oldfd, newfd, flags, true);
+}
+
+/* ---- modes -------------------------------------------------------------------- */
+
+/* Is the real O_NONBLOCK ours, with the program's view in PD_USERNB? */
+static struct pd *nbset_pd(int fd)
+{
+	struct pd *d = rt_started() ? pd_lookup(fd) : NULL;
+	return (fdflags(d) & (PD_KNOWN | PD_NBSET)) == (PD_KNOWN | PD_NBSET) ? d : NULL;
+}
+
+static void set_usernb(struct pd *d, bool on)
+{
+	uint32_t f = fdflags(d);
+	uint32_t want = on ? f | PD_USERNB : f & ~PD_USERNB;
+	atomic_compare_exchange_strong(&d->flags, &f, want); /* lost a race with close: fine */
+}
+
+/* The program changed the mode itself: work it out again at next use. */
+static void forget(int fd)
+{
+	struct pd *d = rt_started() ? pd_lookup(fd) : NULL;
+	uint32_t f = fdflags(d);
+	if (f & PD_KNOWN)
+		atomic_compare_exchange_strong(&d->flags, &f, f & (PD_REG | PD_NOPOLL));
+}
+
+static int do_fcntl(int fd, int cmd, long arg, int (*real)(int, int, ...))
+{
+	struct pd *d;
+	int r;
+	switch (cmd) {
+	case F_GETFL:
+		r = real(fd, cmd);
+		if (r >= 0 && (d = nbset_pd(fd)) && !(fdflags(d) & PD_USERNB))
+			r &= ~O_NONBLOCK;
+		return r;
+	case F_SETFL:
+		if ((d = nbset_pd(fd))) {
+			r = real(fd, cmd, arg | O_NONBLOCK);
+			if (r == 0)
+				set_usernb(d, arg & O_NONBLOCK);
+			return r;
+		}
+		r = real(fd, cmd, arg);
+		if (r == 0)
+			forget(fd);
+		return r;
+	case F_DUPFD:
+	case F_DUPFD_CLOEXEC:
+		r = real(fd, cmd, arg);
+		if (r >= 0 && rt_started())
+			pd_dup(fd, r);
+		return r;
+	case F_SETLKW:
+	case F_OFD_SETLKW:
+		return BLOCKING(hook_g() != NULL, real(fd, cmd, arg));
+	default:
+		return real(fd, cmd, arg);
+	}
+}
+
+HOOK int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	long arg = va_arg(ap, long);
+	va_end(ap);
+	return do_fcntl(fd, cmd, arg, REAL(fcntl));
+}
+
+HOOK int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	long arg = va_arg(ap, long);
+	va_end(ap);
+	return do_fcntl(fd, cmd, arg, REAL(fcntl64));
+}
+
+HOOK int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	va_start(ap, req);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	if (req != FIONBIO)
+		return REAL(ioctl)(fd, req, arg);
+	struct pd *d = nbset_pd(fd);
+	if (!d) {
+		int r = REAL(ioctl)(fd, req, arg);
+		if (r == 0)
+			forget(fd);
+		return r;
+	}
+	int one = 1; /* underneath it stays non-blocking */
+	int r = REAL(ioctl)(fd, req, &one);
+	if (r == 0)
+		set_usernb(d, *(int *)arg != 0);
+	return r;
+}
+
+/* ---- socket options ------------------------------------------------------------- */
+
+#ifndef SO_RCVTIMEO_NEW
+#define SO_RCVTIMEO_NEW 66
+#define SO_SNDTIMEO_NEW 67
+#endif
+
+static int64_t timeo_ns(int name, const void *val, socklen_t len)
+{
+	int64_t s, us;
+	if (name == SO_RCVTIMEO_NEW || name == SO_SNDTIMEO_NEW) {
+		if (len < 16)
+			return 0;
+		const int64_t *v = val; /* struct __kernel_sock_timeval */
+		s = v[0];
+		us = v[1];
+	} else {
+		if (len < sizeof(struct timeval))
+			return 0;
+		const struct timeval *tv = val;
+		s = tv->tv_sec;
+		us = tv->tv_usec;
+	}
+	if (s < 0 || (s == 0 && us <= 0))
+		return 0;
+	return s > INT64_MAX / 2000000000 ? INT64_MAX / 2 : s * 1000000000 + us * 1000;
+}
+
+HOOK int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+	int r = REAL(setsockopt)(fd, level, name, val, len);
+	struct pd *d;
+	if (r != 0 || !rt_started() || !(d = pd_lookup(fd)) || !(fdflags(d) & PD_KNOWN))
+		return r; /* an unknown fd reads its timeouts at first use */
+	if (level == SOL_SOCKET && (name == SO_RCVTIMEO || name == SO_RCVTIMEO_NEW))
+		atomic_store(&d->rtimeo, timeo_ns(name, val, len));
+	else if (level == SOL_SOCKET && (name == SO_SNDTIMEO || name == SO_SNDTIMEO_NEW))
+		atomic_store(&d->wtimeo, timeo_ns(name, val, len));
+	else if (level == IPPROTO_TCP && name == TCP_ULP) /* kTLS reads end at records */
+		atomic_fetch_or(&d->flags, PD_NODRAIN);
+	return r;
+}
+
+/* The kernel holds every option the program set (timeouts included). */
+HOOK int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	return REAL(getsockopt)(fd, level, name, val, len);
+}

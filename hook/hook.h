@@ -1,0 +1,176 @@
+/*
+ * hook.h - what the interposed libc calls share (docs/hooks.md).
+ *
+ * Every hook decides first whether it may park:
+ *   - not on a G (a plain thread, sysmon, an M's scheduler context), the
+ *     runtime not started, the G inside the runtime (rtdepth > 0) or in a
+ *     call bracketed by entersyscall: the real libc function, unchanged;
+ *   - on a G: the call is tried non-blocking (raw system call) and the G
+ *     parks on the netpoller until the fd is ready, then tries again.
+ * A plain thread using an fd that weft made non-blocking underneath gets
+ * the blocking behaviour it asked for, by poll(2)ing between tries.
+ *
+ * errno: glibc declares __errno_location const, so the compiler may keep
+ * its result in a register across a call that parks the G and resumes it
+ * on another OS thread.  Hooks therefore touch errno only through
+ * errno_get/errno_set (opaque calls), and set it last.
+ */
+#ifndef WEFT_HOOK_H
+#define WEFT_HOOK_H
+
+#undef _FORTIFY_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "../runtime/runtime.h"
+#include "../runtime/netpoll.h"
+
+#define HOOK __attribute__((visibility("default")))
+
+/* ---- the real functions ---------------------------------------------- */
+
+/* Resolve name with dlsym(RTLD_NEXT) once and cache it in *slot. */
+void *hook_resolve(void *_Atomic *slot, const char *name) HIDDEN;
+
+#define DEFREAL(fn) static void *_Atomic real_##fn
+#define REAL(fn) ((__typeof__(&fn))hook_real(&real_##fn, #fn))
+
+static inline void *hook_real(void *_Atomic *slot, const char *name)
+{
+	void *p = atomic_load_explicit(slot, memory_order_acquire);
+	return likely(p != NULL) ? p : hook_resolve(slot, name);
+}
+
+/* ---- errno ------------------------------------------------------------- */
+
+int errno_get(void) HIDDEN;
+void errno_set(int e) HIDDEN;
+
+/* A raw result (value or -errno) as libc returns it. */
+static inline long sysret(long r)
+{
+	if (r < 0 && r > -4096) {
+		errno_set((int)-r);
+		return -1;
+	}
+	return r;
+}
+
+/* ---- may this call park? ---------------------------------------------- */
+
+static inline bool rt_started(void)
+{
+	return atomic_load_explicit(&sched.started, memory_order_relaxed) != 0;
+}
+
+/* The G that may park here, or NULL for straight through. */
+static inline struct g *hook_g(void)
+{
+	struct m *m = tls_m;
+	if (!m)
+		return NULL;
+	struct g *gp = m->curg;
+	if (!gp || gp->rtdepth > 0 ||
+	    atomic_load_explicit(&gp->status, memory_order_relaxed) == G_SYSCALL)
+		return NULL;
+	return gp;
+}
+
+/* A call that blocks the OS thread: after 20 us sysmon has another M
+ * run the other Gs; at once for calls known to block long (resolver). */
+void blk_enter(void) HIDDEN;
+void blk_enter_long(void) HIDDEN;
+void blk_exit(void) HIDDEN; /* keeps errno */
+
+/* Run call with the P free to move on; on a plain thread just call. */
+#define BLOCKING(ong, call)                              \
+	({                                               \
+		bool ong_ = (ong);                       \
+		if (ong_)                                \
+			blk_enter();                     \
+		__typeof__(call) r_ = (call);            \
+		if (ong_)                                \
+			blk_exit();                      \
+		r_;                                      \
+	})
+
+/* ---- fd operations ------------------------------------------------------ */
+
+enum {
+	IO_PASS,    /* the real libc function, as is */
+	IO_SYSCALL, /* the real function under entersyscall (files, std fds) */
+	IO_BADF,    /* the fd is being closed: EBADF */
+	IO_POLL,    /* on a G: raw tries, park on EAGAIN */
+	IO_EMUL,    /* plain thread, fd non-blocking underneath: raw tries, poll(2) on EAGAIN */
+};
+
+struct io {
+	int fd;
+	int mode;           /* IO_POLL or IO_EMUL once io_begin says so */
+	struct g *g;        /* the G (IO_POLL) */
+	int64_t deadline;   /* absolute, -1 none; INT64_MIN until the first wait */
+	struct pollreq r;   /* r.mask is the direction */
+};
+
+/* How to do an operation on fd in direction dir (PD_READ/PD_WRITE). */
+int io_begin(struct io *io, int fd, unsigned dir) HIDDEN;
+/* Before each try: record the event counters.  For a read (drains) on
+ * a TCP socket or pipe that a short read left empty, true means "do not
+ * try, wait first": nothing has arrived since. */
+bool io_snap(struct io *io, bool drains) HIDDEN;
+/* After a read try that may drain: remember whether it left it empty. */
+void io_drained(struct io *io, long r, size_t want) HIDDEN;
+/* Wait until the fd may be ready.  0, -EAGAIN (deadline: SO_RCVTIMEO /
+ * SO_SNDTIMEO or io->deadline), -EBADF (closed). */
+long io_wait(struct io *io) HIDDEN;
+
+/* A system call with its arguments, retried by the drivers below. */
+struct sc {
+	long nr;
+	long a[6];
+};
+#define SC(n, ...) ((struct sc){ (n), { __VA_ARGS__ } })
+
+static inline long sc_do(const struct sc *s)
+{
+	return sys6(s->nr, s->a[0], s->a[1], s->a[2], s->a[3], s->a[4], s->a[5]);
+}
+
+/* Try, wait on EAGAIN, try again: for calls that complete in one go. */
+long io_once(struct io *io, const struct sc *s, size_t want, bool drains) HIDDEN;
+/* Until len bytes are done (a[1] buffer, a[2] length): blocking writes,
+ * MSG_WAITALL reads.  Returns the bytes done, or -errno if none. */
+long io_all(struct io *io, struct sc *s, size_t len) HIDDEN;
+/* The same over an iovec: msg != NULL for sendmsg/recvmsg (fd, msg,
+ * flags), else readv/writev (fd, iov, cnt). */
+long io_allv(struct io *io, long nr, struct msghdr *msg, const struct iovec *iov, int cnt,
+	     int flags) HIDDEN;
+
+/* Dispatch the modes that do not need the drivers. */
+#define IO_SIMPLE(mode, call)                                   \
+	do {                                                    \
+		switch (mode) {                                 \
+		case IO_PASS:                                   \
+			return call;                            \
+		case IO_SYSCALL:                                \
+			return BLOCKING(true, call);            \
+		case IO_BADF:                                   \
+			return sysret(-EBADF);                  \
+		}                                               \
+	} while (0)
+
+/* Flags for a descriptor of a file weft just created on behalf of the
+ * program: on a G it was created non-blocking underneath. */
+uint32_t newfd_flags(bool ong, bool usernb, bool drainok) HIDDEN;
+
+/* Park the running G until deadline (absolute nanotime; -1 forever). */
+void g_sleep_until(int64_t deadline) HIDDEN;
+
+#endif

@@ -1,0 +1,424 @@
+/*
+ * wait.c - waiting for many fds or for time: poll, __poll, ppoll,
+ * select, pselect, epoll_wait, epoll_pwait, epoll_pwait2, the fortified
+ * __poll_chk and __ppoll_chk; sleep, usleep, nanosleep, clock_nanosleep.
+ *
+ * On a G, a wait with a timeout first asks the kernel without waiting;
+ * if nothing is ready it parks on every fd and the timer together
+ * (pd_wait), and asks again when any of them fires.  The signal mask
+ * of ppoll/pselect/epoll_pwait applies to those non-blocking asks; a
+ * parked G is not interrupted by signals (no EINTR).
+ */
+#include "hook.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <time.h>
+#include <unistd.h>
+
+extern void __chk_fail(void) __attribute__((noreturn));
+int __poll(struct pollfd *fds, nfds_t n, int timeout);
+int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);
+int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *ss,
+		size_t fdslen);
+
+DEFREAL(poll);
+DEFREAL(ppoll);
+DEFREAL(select);
+DEFREAL(pselect);
+DEFREAL(epoll_wait);
+DEFREAL(epoll_pwait);
+DEFREAL(epoll_pwait2);
+DEFREAL(sleep);
+DEFREAL(usleep);
+DEFREAL(nanosleep);
+DEFREAL(clock_nanosleep);
+
+#define KSIGSET 8 /* the kernel's sigset_t size */
+#define NS 1000000000LL
+
+static bool ts_valid(const struct timespec *ts)
+{
+	return ts->tv_sec >= 0 && ts->tv_nsec >= 0 && ts->tv_nsec < NS;
+}
+
+static int64_t ts_ns(const struct timespec *ts)
+{
+	if (ts->tv_sec >= INT64_MAX / NS - 1)
+		return INT64_MAX / 2;
+	return (int64_t)ts->tv_sec * NS + ts->tv_nsec;
+}
+
+static int64_t deadline_in(int64_t ns)
+{
+	return ns >= INT64_MAX / 2 ? -1 : nanotime() + ns;
+}
+
+/* ---- the set of fds a G waits on ---------------------------------------- */
+
+struct fdset {
+	struct pollreq *r;
+	int n, cap;
+	bool unpollable; /* an fd beyond the descriptor table */
+	struct pollreq small[8];
+};
+
+static void fdset_init(struct fdset *s, size_t max)
+{
+	s->n = 0;
+	s->unpollable = false;
+	s->cap = max <= 8 ? 8 : (int)max;
+	s->r = max <= 8 ? s->small : rtalloc(max * sizeof *s->r);
+	if (!s->r)
+		fatal("out of memory for a poll set");
+}
+
+static void fdset_free(struct fdset *s)
+{
+	if (s->r != s->small)
+		rtfree(s->r);
+}
+
+/* Add fd for dirs, registering it with epoll.  An fd epoll refuses is a
+ * regular file (always ready) or a bad fd (reported by the kernel's
+ * answer): nothing to wait for. */
+static void fdset_add(struct fdset *s, int fd, unsigned dirs)
+{
+	if (fd < 0)
+		return;
+	struct pd *d = pd_get(fd);
+	if (!d) {
+		s->unpollable = true;
+		return;
+	}
+	if (pd_register(d, fd) < 0)
+		return;
+	struct pollreq *r = &s->r[s->n++];
+	r->d = d;
+	r->seq = atomic_load_explicit(&d->seq, memory_order_acquire);
+	r->mask = dirs;
+	pd_snap(r);
+}
+
+/* Park until an fd in s fires or deadline.  false once the deadline has
+ * passed. */
+static bool fdset_wait(struct fdset *s, int64_t deadline)
+{
+	if (deadline >= 0 && nanotime() >= deadline)
+		return false;
+	if (s->n == 0) {
+		g_sleep_until(deadline);
+		return false;
+	}
+	return pd_wait(s->r, s->n, deadline, W_POLL) != -ETIMEDOUT;
+}
+
+/* ---- poll ----------------------------------------------------------------- */
+
+static unsigned poll_dirs(short ev)
+{
+	unsigned d = 0;
+	if (ev & (POLLIN | POLLPRI | POLLRDNORM | POLLRDBAND | POLLRDHUP))
+		d |= PD_READ;
+	if (ev & (POLLOUT | POLLWRNORM | POLLWRBAND))
+		d |= PD_WRITE;
+	return d ? d : PD_READ; /* POLLERR/POLLHUP only: both count as read */
+}
+
+/* poll/ppoll on a G that would wait: deadline absolute or -1. */
+static long g_poll(struct pollfd *fds, nfds_t n, int64_t deadline, const sigset_t *ss)
+{
+	struct timespec zero = { 0, 0 };
+	struct fdset s;
+	fdset_init(&s, n);
+	long r;
+	for (;;) {
+		s.n = 0;
+		for (nfds_t i = 0; i < n; i++)
+			fdset_add(&s, fds[i].fd, poll_dirs(fds[i].events));
+		r = sys5(SYS_ppoll, fds, n, &zero, ss, KSIGSET);
+		if (r != 0 || s.unpollable || !fdset_wait(&s, deadline))
+			break;
+	}
+	if (r == 0 && s.unpollable) { /* cannot park on it: block the thread */
+		struct timespec ts, *tp = NULL;
+		if (deadline >= 0) {
+			int64_t left = deadline - nanotime();
+			left = left > 0 ? left : 0;
+			ts = (struct timespec){ left / NS, left % NS };
+			tp = &ts;
+		}
+		blk_enter();
+		r = sys5(SYS_ppoll, fds, n, tp, ss, KSIGSET);
+		blk_exit();
+	} else if (r == 0) {
+		r = sys5(SYS_ppoll, fds, n, &zero, ss, KSIGSET); /* timed out: last look */
+	}
+	fdset_free(&s);
+	return r;
+}
+
+static int do_poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	if (timeout == 0 || !hook_g())
+		return REAL(poll)(fds, n, timeout);
+	int64_t deadline = timeout < 0 ? -1 : nanotime() + (int64_t)timeout * 1000000;
+	return (int)sysret(g_poll(fds, n, deadline, NULL));
+}
+
+HOOK int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	return do_poll(fds, n, timeout);
+}
+
+HOOK int __poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	return do_poll(fds, n, timeout);
+}
+
+HOOK int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
+{
+	if (fdslen / sizeof *fds < n)
+		__chk_fail();
+	return do_poll(fds, n, timeout);
+}
+
+static int do_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *ss)
+{
+	if ((ts && (!ts_valid(ts) || ts_ns(ts) == 0)) || !hook_g())
+		return REAL(ppoll)(fds, n, ts, ss);
+	return (int)sysret(g_poll(fds, n, ts ? deadline_in(ts_ns(ts)) : -1, ss));
+}
+
+HOOK int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *ss)
+{
+	return do_ppoll(fds, n, ts, ss);
+}
+
+HOOK int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts,
+		     const sigset_t *ss, size_t fdslen)
+{
+	if (fdslen / sizeof *fds < n)
+		__chk_fail();
+	return do_ppoll(fds, n, ts, ss);
+}
+
+/* ---- select ----------------------------------------------------------------- */
+
+#define NFDBITS_ (8 * (int)sizeof(fd_mask))
+
+static bool isset(const fd_set *s, int fd)
+{
+	return s && (s->fds_bits[fd / NFDBITS_] >> (fd % NFDBITS_)) & 1;
+}
+
+/* select/pselect on a G that would wait.  The sets are restored from a
+ * copy before every ask, and written by the kernel's last answer. */
+static long g_select(int nfds, fd_set *rs, fd_set *ws, fd_set *es, int64_t deadline,
+		     const sigset_t *ss)
+{
+	size_t bytes = (size_t)(nfds + NFDBITS_ - 1) / NFDBITS_ * sizeof(fd_mask);
+	fd_set *sets[3] = { rs, ws, es };
+	char small[3 * sizeof(fd_set)];
+	char *copy = bytes <= sizeof(fd_set) ? small : rtalloc(3 * bytes);
+	if (!copy)
+		fatal("out of memory for a select set");
+	for (int k = 0; k < 3; k++)
+		if (sets[k])
+			memcpy(copy + k * bytes, sets[k], bytes);
+	struct fdset s;
+	fdset_init(&s, (size_t)nfds);
+	struct timespec zero = { 0, 0 };
+	struct { const sigset_t *ss; size_t len; } sig = { ss, KSIGSET };
+	long r;
+	for (;;) {
+		s.n = 0;
+		for (int fd = 0; fd < nfds; fd++) {
+			unsigned dirs = (isset(rs, fd) || isset(es, fd) ? PD_READ : 0) |
+					(isset(ws, fd) ? PD_WRITE : 0);
+			if (dirs)
+				fdset_add(&s, fd, dirs);
+		}
+		for (int k = 0; k < 3; k++)
+			if (sets[k])
+				memcpy(sets[k], copy + k * bytes, bytes);
+		r = sys6(SYS_pselect6, nfds, (long)rs, (long)ws, (long)es, (long)&zero, (long)&sig);
+		if (r != 0 || s.unpollable || !fdset_wait(&s, deadline))
+			break;
+	}
+	if (r == 0 && s.unpollable) {
+		struct timespec ts, *tp = NULL;
+		if (deadline >= 0) {
+			int64_t left = deadline - nanotime();
+			left = left > 0 ? left : 0;
+			ts = (struct timespec){ left / NS, left % NS };
+			tp = &ts;
+		}
+		for (int k = 0; k < 3; k++)
+			if (sets[k])
+				memcpy(sets[k], copy + k * bytes, bytes);
+		blk_enter();
+		r = sys6(SYS_pselect6, nfds, (long)rs, (long)ws, (long)es, (long)tp, (long)&sig);
+		blk_exit();
+	} else if (r == 0) {
+		for (int k = 0; k < 3; k++)
+			if (sets[k])
+				memcpy(sets[k], copy + k * bytes, bytes);
+		r = sys6(SYS_pselect6, nfds, (long)rs, (long)ws, (long)es, (long)&zero, (long)&sig);
+	}
+	fdset_free(&s);
+	if (copy != small)
+		rtfree(copy);
+	return r;
+}
+
+HOOK int select(int nfds, fd_set *rs, fd_set *ws, fd_set *es, struct timeval *tv)
+{
+	if ((tv && ((tv->tv_sec == 0 && tv->tv_usec == 0) || tv->tv_sec < 0 || tv->tv_usec < 0 ||
+		    tv->tv_usec >= 1000000)) ||
+	    nfds < 0 || !hook_g())
+		return REAL(select)(nfds, rs, ws, es, tv);
+	int64_t deadline = -1;
+	if (tv)
+		deadline = deadline_in(tv->tv_sec >= INT64_MAX / NS - 1
+					       ? INT64_MAX / 2
+					       : (int64_t)tv->tv_sec * NS + tv->tv_usec * 1000);
+	long r = g_select(nfds, rs, ws, es, deadline, NULL);
+	if (tv && deadline >= 0) { /* Linux reports the time left */
+		int64_t left = deadline - nanotime();
+		left = left > 0 ? left : 0;
+		tv->tv_sec = left / NS;
+		tv->tv_usec = left % NS / 1000;
+	}
+	return (int)sysret(r);
+}
+
+HOOK int pselect(int nfds, fd_set *rs, fd_set *ws, fd_set *es, const struct timespec *ts,
+		 const sigset_t *ss)
+{
+	if ((ts && (!ts_valid(ts) || ts_ns(ts) == 0)) || nfds < 0 || !hook_g())
+		return REAL(pselect)(nfds, rs, ws, es, ts, ss);
+	return (int)sysret(g_select(nfds, rs, ws, es, ts ? deadline_in(ts_ns(ts)) : -1, ss));
+}
+
+/* ---- epoll_wait ----------------------------------------------------------------- */
+
+/* The program's epoll fd is itself pollable: park on it. */
+static long g_epoll(int epfd, struct epoll_event *evs, int max, int64_t deadline,
+		    const sigset_t *ss)
+{
+	struct fdset s;
+	fdset_init(&s, 1);
+	long r;
+	for (;;) {
+		s.n = 0;
+		fdset_add(&s, epfd, PD_READ);
+		r = sys6(SYS_epoll_pwait, epfd, (long)evs, max, 0, (long)ss, KSIGSET);
+		if (r != 0 || s.unpollable || !fdset_wait(&s, deadline))
+			break;
+	}
+	if (r == 0 && s.unpollable) {
+		int ms = -1;
+		if (deadline >= 0) {
+			int64_t left = deadline - nanotime();
+			ms = left > 0 ? (int)((left + 999999) / 1000000) : 0;
+		}
+		blk_enter();
+		r = sys6(SYS_epoll_pwait, epfd, (long)evs, max, ms, (long)ss, KSIGSET);
+		blk_exit();
+	}
+	fdset_free(&s);
+	return r;
+}
+
+HOOK int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
+{
+	if (timeout == 0 || !hook_g())
+		return REAL(epoll_wait)(epfd, evs, max, timeout);
+	int64_t deadline = timeout < 0 ? -1 : nanotime() + (int64_t)timeout * 1000000;
+	return (int)sysret(g_epoll(epfd, evs, max, deadline, NULL));
+}
+
+HOOK int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeout, const sigset_t *ss)
+{
+	if (timeout == 0 || !hook_g())
+		return REAL(epoll_pwait)(epfd, evs, max, timeout, ss);
+	int64_t deadline = timeout < 0 ? -1 : nanotime() + (int64_t)timeout * 1000000;
+	return (int)sysret(g_epoll(epfd, evs, max, deadline, ss));
+}
+
+HOOK int epoll_pwait2(int epfd, struct epoll_event *evs, int max, const struct timespec *ts,
+		      const sigset_t *ss)
+{
+	if ((ts && (!ts_valid(ts) || ts_ns(ts) == 0)) || !hook_g())
+		return REAL(epoll_pwait2)(epfd, evs, max, ts, ss);
+	return (int)sysret(g_epoll(epfd, evs, max, ts ? deadline_in(ts_ns(ts)) : -1, ss));
+}
+
+/* ---- sleeping ------------------------------------------------------------------- */
+
+static void g_sleep_ns(int64_t ns)
+{
+	if (ns <= 0)
+		weft_yield();
+	else
+		g_sleep_until(deadline_in(ns));
+}
+
+HOOK unsigned int sleep(unsigned int s)
+{
+	if (!hook_g())
+		return REAL(sleep)(s);
+	g_sleep_ns((int64_t)s * NS);
+	return 0;
+}
+
+HOOK int usleep(useconds_t us)
+{
+	if (!hook_g())
+		return REAL(usleep)(us);
+	g_sleep_ns((int64_t)us * 1000);
+	return 0;
+}
+
+HOOK int nanosleep(const struct timespec *req, struct timespec *rem)
+{
+	if (!hook_g() || !req || !ts_valid(req))
+		return REAL(nanosleep)(req, rem);
+	g_sleep_ns(ts_ns(req));
+	if (rem)
+		*rem = (struct timespec){ 0, 0 };
+	return 0;
+}
+
+/* Clocks a G can sleep on: converted to a monotonic deadline. */
+static bool sleepable(clockid_t clk)
+{
+	return clk == CLOCK_MONOTONIC || clk == CLOCK_REALTIME || clk == CLOCK_BOOTTIME ||
+	       clk == CLOCK_TAI;
+}
+
+HOOK int clock_nanosleep(clockid_t clk, int flags, const struct timespec *req,
+			 struct timespec *rem)
+{
+	struct g *gp = hook_g();
+	if (!gp || !req || !ts_valid(req))
+		return REAL(clock_nanosleep)(clk, flags, req, rem);
+	if (!sleepable(clk)) /* CPU-time clocks and the like: the thread sleeps */
+		return BLOCKING(true, REAL(clock_nanosleep)(clk, flags, req, rem));
+	int64_t ns = ts_ns(req);
+	if (flags & TIMER_ABSTIME) {
+		struct timespec now;
+		clock_gettime(clk, &now);
+		ns -= ts_ns(&now);
+		if (ns <= 0)
+			return 0;
+	}
+	g_sleep_ns(ns);
+	if (rem && !(flags & TIMER_ABSTIME))
+		*rem = (struct timespec){ 0, 0 };
+	return 0;
+}

@@ -1,0 +1,501 @@
+/*
+ * test_hook_net.c - blocking socket and pipe code on Gs: echo over TCP,
+ * Unix sockets and pipes with thousands of Gs on one P, connect errors
+ * and deadlines, an accept storm, large writes, 1 GiB through a socket
+ * pair, all on WEFT_MAXPROCS=1.
+ */
+#include "test_hook.h"
+
+#include <fcntl.h>
+#include <sys/uio.h>
+
+/* ---- echo: one G per connection on each side ---------------------------- */
+
+#define ECHO_MSGS 8
+
+static void echo_serve(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	char buf[4096];
+	ssize_t n;
+	while ((n = read(fd, buf, sizeof buf)) > 0)
+		CHECK(write(fd, buf, (size_t)n) == n);
+	CHECK(n == 0);
+	close(fd);
+}
+
+struct echo_client {
+	int fd;
+	int id;
+	weft_wg_t *wg;
+};
+
+/* Send messages of varying size, each checked byte for byte on return. */
+static void echo_client(void *arg)
+{
+	struct echo_client *c = arg;
+	char out[2048], in[2048];
+	for (int m = 0; m < ECHO_MSGS; m++) {
+		size_t n = 1 + (size_t)(splitmix((uint64_t)c->id * 131 + m) % sizeof out);
+		for (size_t i = 0; i < n; i++)
+			out[i] = (char)pattern((uint64_t)c->id << 8 | m, i);
+		CHECK(write(c->fd, out, n) == (ssize_t)n);
+		CHECK(read_full(c->fd, in, n) == 0);
+		CHECK(memcmp(in, out, n) == 0);
+	}
+	close(c->fd);
+	weft_wg_done(c->wg);
+}
+
+struct acceptor {
+	int lfd;
+	int n;
+};
+
+static void accept_n(void *arg)
+{
+	struct acceptor *a = arg;
+	for (int i = 0; i < a->n; i++) {
+		int fd = accept(a->lfd, NULL, NULL);
+		CHECK(fd >= 0);
+		if (fd >= 0)
+			weft_go(echo_serve, (void *)(intptr_t)fd);
+	}
+}
+
+/* n clients through a listening socket lfd; connect_fn makes a client fd. */
+static int echo_many(int lfd, int n, int (*connect_fn)(void *), void *carg)
+{
+	struct acceptor a = { lfd, n };
+	weft_go(accept_n, &a);
+	weft_wg_t wg = WEFT_WG_INIT;
+	struct echo_client *cs = calloc((size_t)n, sizeof *cs);
+	weft_wg_add(&wg, n);
+	for (int i = 0; i < n; i++) {
+		cs[i] = (struct echo_client){ connect_fn(carg), i, &wg };
+		CHECK(cs[i].fd >= 0);
+		weft_go(echo_client, &cs[i]);
+	}
+	weft_wg_wait(&wg);
+	free(cs);
+	close(lfd);
+	/* Gs parked on the netpoller, not OS threads blocked in read */
+	weft_stats_t st;
+	weft_stats(&st);
+	CHECK(st.threads <= 16); /* not one per blocked G */
+	CHECK(st.syscall_handoffs == 0);
+	return 0;
+}
+
+static int connect_tcp(void *arg)
+{
+	return tcp_connect(*(int *)arg);
+}
+
+G_TEST(hook_net, echo_tcp_2000_gs, 60)
+{
+	(void)argc, (void)argv;
+	int port = 0;
+	int lfd = tcp_listen(4096, &port);
+	CHECK(lfd >= 0);
+	return echo_many(lfd, 2000, connect_tcp, &port);
+}
+
+static int connect_unix(void *arg)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	if (connect(fd, (struct sockaddr *)arg, sizeof(struct sockaddr_un)) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+G_TEST(hook_net, echo_unix_2000_gs, 60)
+{
+	(void)argc, (void)argv;
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "weft-echo-%d", (int)getpid());
+	int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	CHECK(bind(lfd, (struct sockaddr *)&a, sizeof a) == 0);
+	CHECK(listen(lfd, 4096) == 0);
+	return echo_many(lfd, 2000, connect_unix, &a);
+}
+
+/* Pipes: a pair of pipes per client, the echo G between them. */
+struct pipe_echo {
+	int in, out;
+};
+
+static void pipe_serve(void *arg)
+{
+	struct pipe_echo *p = arg;
+	char buf[4096];
+	ssize_t n;
+	while ((n = read(p->in, buf, sizeof buf)) > 0)
+		CHECK(write(p->out, buf, (size_t)n) == n);
+	close(p->in);
+	close(p->out);
+}
+
+struct pipe_client {
+	int to, from, id;
+	weft_wg_t *wg;
+};
+
+static void pipe_client(void *arg)
+{
+	struct pipe_client *c = arg;
+	char out[2048], in[2048];
+	for (int m = 0; m < ECHO_MSGS; m++) {
+		size_t n = 1 + (size_t)(splitmix((uint64_t)c->id * 7 + m) % sizeof out);
+		for (size_t i = 0; i < n; i++)
+			out[i] = (char)pattern((uint64_t)c->id << 8 | m, i);
+		CHECK(write(c->to, out, n) == (ssize_t)n);
+		CHECK(read_full(c->from, in, n) == 0);
+		CHECK(memcmp(in, out, n) == 0);
+	}
+	close(c->to);
+	close(c->from);
+	weft_wg_done(c->wg);
+}
+
+G_TEST(hook_net, echo_pipes_2000_gs, 60)
+{
+	(void)argc, (void)argv;
+	enum { N = 2000 };
+	static struct pipe_echo se[N];
+	static struct pipe_client cl[N];
+	weft_wg_t wg = WEFT_WG_INIT;
+	weft_wg_add(&wg, N);
+	for (int i = 0; i < N; i++) {
+		int a[2], b[2];
+		CHECK(pipe(a) == 0 && pipe(b) == 0);
+		se[i] = (struct pipe_echo){ a[0], b[1] };
+		cl[i] = (struct pipe_client){ a[1], b[0], i, &wg };
+		weft_go(pipe_serve, &se[i]);
+		weft_go(pipe_client, &cl[i]);
+	}
+	weft_wg_wait(&wg);
+	return 0;
+}
+
+/* ---- connect --------------------------------------------------------------- */
+
+G_TEST(hook_net, connect_refused, 20)
+{
+	(void)argc, (void)argv;
+	int port = 0;
+	int lfd = tcp_listen(1, &port);
+	close(lfd); /* nobody listens there now */
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = loopback(port);
+	CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == -1);
+	CHECK(err() == ECONNREFUSED);
+	close(fd);
+	return 0;
+}
+
+/* A listener whose accept queue is full drops SYNs: connect hangs until
+ * its deadline (SO_SNDTIMEO: EINPROGRESS, as in the kernel), and a
+ * non-blocking connect polled with a timeout times out. */
+G_TEST(hook_net, connect_deadline, 30)
+{
+	(void)argc, (void)argv;
+	int port = 0;
+	int lfd = tcp_listen(0, &port);
+	struct sockaddr_in a = loopback(port);
+	int filler[8];
+	for (int i = 0; i < 8; i++) { /* fill the accept queue */
+		filler[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		connect(filler[i], (struct sockaddr *)&a, sizeof a);
+	}
+	weft_sleep(100 * 1000000);
+
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct timeval tv = { 0, 200 * 1000 };
+	CHECK(setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) == 0);
+	int64_t t0 = now_ns();
+	CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == -1);
+	CHECK(err() == EINPROGRESS);
+	int64_t ms = ms_since(t0);
+	CHECK(ms >= 150 && ms < 5000);
+	close(fd);
+
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == -1 && err() == EINPROGRESS);
+	struct pollfd p = { fd, POLLOUT, 0 };
+	t0 = now_ns();
+	CHECK(poll(&p, 1, 200) == 0);
+	ms = ms_since(t0);
+	CHECK(ms >= 150 && ms < 5000);
+	close(fd);
+	for (int i = 0; i < 8; i++)
+		close(filler[i]);
+	close(lfd);
+	return 0;
+}
+
+/* ---- accept storm: many acceptors, a burst of clients ----------------------- */
+
+static _Atomic int served;
+
+static void storm_acceptor(void *arg)
+{
+	int lfd = (int)(intptr_t)arg;
+	for (;;) {
+		int fd = accept(lfd, NULL, NULL);
+		if (fd < 0) {
+			CHECK(err() == EBADF); /* the listener was closed: done */
+			return;
+		}
+		char c;
+		if (read(fd, &c, 1) == 1 && write(fd, &c, 1) == 1)
+			atomic_fetch_add(&served, 1);
+		close(fd);
+	}
+}
+
+static void storm_client(void *arg)
+{
+	int port = (int)(intptr_t)arg & 0xffff;
+	char c = 'x', r = 0;
+	int fd = tcp_connect(port);
+	CHECK(fd >= 0);
+	CHECK(write(fd, &c, 1) == 1);
+	CHECK(read(fd, &r, 1) == 1 && r == 'x');
+	close(fd);
+}
+
+G_TEST(hook_net, accept_storm, 60)
+{
+	(void)argc, (void)argv;
+	enum { ACCEPTORS = 8, CLIENTS = 3000 };
+	int port = 0;
+	int lfd = tcp_listen(4096, &port);
+	for (int i = 0; i < ACCEPTORS; i++)
+		weft_go(storm_acceptor, (void *)(intptr_t)lfd);
+	for (int i = 0; i < CLIENTS; i++)
+		weft_go(storm_client, (void *)(intptr_t)port);
+	int64_t t0 = now_ns();
+	while (atomic_load(&served) < CLIENTS && ms_since(t0) < 30000)
+		weft_sleep(1000000);
+	CHECK(atomic_load(&served) == CLIENTS);
+	close(lfd); /* wakes the acceptors with EBADF */
+	weft_sleep(20 * 1000000);
+	return 0;
+}
+
+/* ---- writes the kernel splits complete whole ------------------------------------ */
+
+struct sink {
+	int fd;
+	size_t n;
+	uint64_t seed;
+	_Atomic int ok;
+};
+
+static void sink_check(void *arg)
+{
+	struct sink *s = arg;
+	size_t got = 0;
+	char buf[65536];
+	bool same = true;
+	while (got < s->n) {
+		ssize_t r = read(s->fd, buf, sizeof buf);
+		if (r <= 0)
+			break;
+		for (ssize_t i = 0; i < r; i++)
+			same &= (uint8_t)buf[i] == pattern(s->seed, got + (size_t)i);
+		got += (size_t)r;
+	}
+	atomic_store(&s->ok, same && got == s->n ? 1 : -1);
+}
+
+struct source {
+	int fd;
+	const char *buf;
+	size_t n;
+};
+
+static void source_write(void *arg)
+{
+	struct source *s = arg;
+	CHECK(write(s->fd, s->buf, s->n) == (ssize_t)s->n);
+}
+
+static void wait_ok(_Atomic int *ok)
+{
+	while (!atomic_load(ok))
+		weft_sleep(1000000);
+}
+
+G_TEST(hook_net, large_writes_whole, 60)
+{
+	(void)argc, (void)argv;
+	enum { BIG = 32 << 20 };
+	char *buf = malloc(BIG);
+	for (size_t i = 0; i < BIG; i++)
+		buf[i] = (char)pattern(1, i);
+
+	/* write(2) on a socket pair, and on TCP */
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	struct sink s1 = { sv[1], BIG, 1, 0 };
+	weft_go(sink_check, &s1);
+	CHECK(write(sv[0], buf, BIG) == BIG);
+	wait_ok(&s1.ok);
+	CHECK(s1.ok == 1);
+
+	int port = 0;
+	int lfd = tcp_listen(1, &port);
+	int c = tcp_connect(port);
+	int a = accept(lfd, NULL, NULL);
+	struct sink s2 = { a, BIG, 1, 0 };
+	weft_go(sink_check, &s2);
+	CHECK(send(c, buf, BIG, 0) == BIG);
+	wait_ok(&s2.ok);
+	CHECK(s2.ok == 1);
+
+	/* writev and sendmsg with many pieces, split anywhere */
+	struct iovec iov[64];
+	for (int i = 0; i < 64; i++)
+		iov[i] = (struct iovec){ buf + (size_t)i * (BIG / 64), BIG / 64 };
+	struct sink s3 = { a, BIG, 1, 0 };
+	weft_go(sink_check, &s3);
+	CHECK(writev(c, iov, 64) == BIG);
+	wait_ok(&s3.ok);
+	CHECK(s3.ok == 1);
+	struct sink s4 = { sv[1], BIG, 1, 0 };
+	weft_go(sink_check, &s4);
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 64 };
+	CHECK(sendmsg(sv[0], &mh, 0) == BIG);
+	wait_ok(&s4.ok);
+	CHECK(s4.ok == 1);
+	CHECK(iov[0].iov_len == BIG / 64 && iov[0].iov_base == buf); /* the caller's iovec is untouched */
+
+	/* MSG_WAITALL gets all of it in one call */
+	char *in = malloc(BIG);
+	struct source src = { sv[0], buf, BIG };
+	weft_go(source_write, &src);
+	CHECK(recv(sv[1], in, BIG, MSG_WAITALL) == BIG);
+	CHECK(memcmp(in, buf, BIG) == 0);
+	free(in);
+	close(sv[0]);
+	close(sv[1]);
+	close(a);
+	close(c);
+	close(lfd);
+	free(buf);
+	return 0;
+}
+
+/* ---- 1 GiB through a socket pair, hashed at both ends ---------------------------- */
+
+#define GIB (1ULL << 30)
+#define CHUNK (1 << 20)
+
+static uint64_t hash_words(uint64_t h, const uint64_t *w, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ w[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+struct gib {
+	int fd;
+	uint64_t hash;
+	_Atomic int done;
+};
+
+static void gib_writer(void *arg)
+{
+	struct gib *g = arg;
+	uint64_t *buf = malloc(CHUNK);
+	uint64_t h = 0xcbf29ce484222325ULL, k = 0;
+	for (uint64_t off = 0; off < GIB; off += CHUNK) {
+		for (size_t i = 0; i < CHUNK / 8; i++)
+			buf[i] = splitmix(k++);
+		h = hash_words(h, buf, CHUNK / 8);
+		CHECK(write(g->fd, buf, CHUNK) == CHUNK);
+	}
+	g->hash = h;
+	close(g->fd);
+	free(buf);
+	atomic_store(&g->done, 1);
+}
+
+G_TEST(hook_net, gib_socketpair_checksum, 60)
+{
+	(void)argc, (void)argv;
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	int sz = 4 << 20;
+	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+	setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+	struct gib g = { sv[0], 0, 0 };
+	int64_t t0 = now_ns();
+	weft_go(gib_writer, &g);
+	uint64_t *buf = malloc(CHUNK);
+	uint64_t h = 0xcbf29ce484222325ULL, total = 0;
+	for (;;) {
+		ssize_t r = recv(sv[1], buf, CHUNK, MSG_WAITALL); /* whole chunks */
+		if (r <= 0)
+			break;
+		CHECK(r == CHUNK);
+		h = hash_words(h, buf, (size_t)r / 8);
+		total += (uint64_t)r;
+	}
+	wait_ok(&g.done);
+	CHECK(total == GIB);
+	CHECK(h == g.hash);
+	int64_t ms = ms_since(t0);
+	fprintf(stderr, "1 GiB through a socket pair in %lld ms\n", (long long)ms);
+	CHECK(ms < 20000);
+	close(sv[1]);
+	free(buf);
+	return 0;
+}
+
+/* ---- EOF right behind the data: the short read took the FIN too ---------------- */
+
+struct eof_reader {
+	int fd;
+	ssize_t r1, r2;
+	_Atomic int done;
+};
+
+static void eof_read(void *arg)
+{
+	struct eof_reader *e = arg;
+	char buf[4096];
+	e->r1 = read(e->fd, buf, sizeof buf);
+	e->r2 = read(e->fd, buf, sizeof buf);
+	atomic_store(&e->done, 1);
+}
+
+G_TEST(hook_net, eof_after_short_read, 20)
+{
+	(void)argc, (void)argv;
+	int port = 0;
+	int lfd = tcp_listen(8, &port);
+	for (int round = 0; round < 50; round++) {
+		int c = tcp_connect(port);
+		int a = accept(lfd, NULL, NULL);
+		struct eof_reader e = { a, 0, 0, 0 };
+		weft_go(eof_read, &e);
+		weft_yield(); /* it parks in read */
+		CHECK(write(c, "abc", 3) == 3);
+		CHECK(shutdown(c, SHUT_WR) == 0);
+		for (int i = 0; i < 5000 && !atomic_load(&e.done); i++)
+			usleep(1000);
+		CHECK(atomic_load(&e.done));
+		CHECK(e.r1 == 3 && e.r2 == 0);
+		if (!atomic_load(&e.done))
+			return 1; /* the reader still holds e */
+		close(a);
+		close(c);
+	}
+	close(lfd);
+	return 0;
+}
