@@ -35,12 +35,6 @@ static void futexwake(_Atomic uint32_t *addr, int n)
 	errno = e;
 }
 
-static inline void cpurelax(void)
-{
-#if defined(__x86_64__)
-	__asm__ volatile("pause");
-#endif
-}
 
 /* Drepper's three-state futex mutex: 0 free, 1 held, 2 held and someone
  * may sleep.  acquire on taking, release on giving back. */
@@ -51,7 +45,7 @@ void lock(struct lock *l)
 						    memory_order_relaxed))
 		return;
 	for (int i = 0; i < 100; i++) {
-		cpurelax();
+		cpu_relax();
 		c = 0;
 		if (atomic_load_explicit(&l->key, memory_order_relaxed) == 0 &&
 		    atomic_compare_exchange_weak_explicit(&l->key, &c, 1, memory_order_acquire,
@@ -108,7 +102,7 @@ static bool notespin(struct note *n, int64_t limit)
 	for (int i = 1;; i++) {
 		if (atomic_load_explicit(&n->key, memory_order_acquire) == 1)
 			return true;
-		cpurelax();
+		cpu_relax();
 		if ((i & 63) == 0 && nanotime() >= end)
 			return false;
 	}

@@ -73,7 +73,7 @@ const char *const waitreasons[W_NREASONS] = {
 
 /* ---- allgs: every G descriptor ever made, for dumps ------------------ */
 
-static struct lock allglock;
+struct lock allglock; /* not static: fork.c clears it in a child */
 static struct g **allgs;
 static size_t nallgs, capallgs;
 
@@ -237,7 +237,7 @@ static uint32_t runqgrab(struct p *victim, struct g *_Atomic *batch, uint32_t bh
 			if (PSTATUS(atomic_load_explicit(&victim->state, memory_order_relaxed)) !=
 			    P_IDLE)
 				for (int i = 0; i < 200; i++) /* ~2 us, no system call */
-					__builtin_ia32_pause();
+					cpu_relax();
 			if (!atomic_compare_exchange_strong_explicit(&victim->runnext, &next, NULL,
 								     memory_order_acquire,
 								     memory_order_relaxed))

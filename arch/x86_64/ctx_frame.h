@@ -28,4 +28,10 @@ static inline uint64_t ctx_frame_sp(void *sp)
 	return (uint64_t)(uintptr_t)sp + CTX_FRAME_BYTES;
 }
 
+/* Spin-wait hint: tells the core we are in a busy-wait loop. */
+static inline void cpu_relax(void)
+{
+	__asm__ volatile("pause" ::: "memory");
+}
+
 #endif
