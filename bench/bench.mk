@@ -4,14 +4,19 @@
 # and bench/weft.mk / bench/hook.mk.  Defines no all/test/clean/install/
 # demo rules and leaves the default goal alone.
 #
-#   make bench            every benchmark against its peers (~12 min on
-#                         2 cores): bench/results/<date>.csv,
-#                         docs/benchmarks.md, docs/img/*.png
-#   make bench QUICK=1    fewer runs, smaller counts (~1 min); writes
-#                         bench/results/<date>-quick.csv and
-#                         $(BUILD)/bench/quick/benchmarks.md instead, so
-#                         the committed document is left alone
-#   make bench ONLY=echo  only the benchmarks whose name matches (regex)
+#   make bench            every benchmark against its peers (~10 min on
+#                         2 cores, plus up to 2 min waiting for other
+#                         processes to leave the CPUs):
+#                         bench/results/<date>.csv, docs/benchmarks.md,
+#                         docs/img/*.png, bench/README-section.md
+#   make bench QUICK=1    fewer runs, smaller counts (under a minute);
+#                         writes all of that to $(BUILD)/bench/quick/
+#                         instead, so the committed results are left alone
+#   make bench ONLY=echo  only the benchmarks whose id matches (a regex:
+#                         switch spawn parked chan_pingpong chan_buffered
+#                         mutex fib sleep sleep_pthreads echo_100 echo_1k
+#                         echo_10k); output to $(BUILD)/bench/partial/
+# See bench/run.py for the table of benchmarks and their peers.
 #
 # Binaries: $(BUILD)/bench/weft/<name> for every bench/weft/<name>.c.
 # yield spawn parked fib sleep are built here; others (chan_pingpong,

@@ -2,6 +2,7 @@
 """bench/run.py -- run weft's benchmarks side by side with their peers.
 
     python3 bench/run.py [--quick] [--only REGEX] [--list] [--docs DIR]
+                         [--wait-quiet SECS] [--render RAW.json]
 
 (normally through `make bench` / `make bench QUICK=1`, which build
 everything first).  Python 3 standard library only.
@@ -20,9 +21,11 @@ Writes
   bench/results/<YYYY-MM-DD>.csv        every figure, every sample
   docs/benchmarks.md, docs/img/*.png    the report and its plots
   bench/README-section.md               the headline table for README.md
-With --quick (or --only) the CSV is <date>-quick.csv (<date>-partial.csv)
-and the report goes to build/bench/quick/ (build/bench/partial/), so
-that a quick run never overwrites the committed document.
+With --quick (or --only) the CSV, the report and the README section go
+to build/bench/quick/ (build/bench/partial/) instead, so that a quick run
+never overwrites the committed results.  Every run also saves its raw
+outputs to build/bench/<mode>-raw.json; --render regenerates all of the
+above from such a file without running anything.
 
 Environment: BUILD (default build), the build directory.
 """
@@ -30,6 +33,7 @@ Environment: BUILD (default build), the build directory.
 import argparse
 import csv
 import datetime
+import json
 import os
 import platform
 import re
@@ -759,6 +763,11 @@ plot '{dat}' using 0:2:3:xtic(1) with boxes lc rgb variable, \\
     return gnuplot(script)
 
 
+SERIES_COLOR = {"weft": "#dd7733", "weft linked": "#dd7733", "weft preloaded": "#aa3377",
+                "Go": "#4477aa", "pthreads": "#228833", "threads (native)": "#228833",
+                "epoll": "#555555"}
+
+
 def line_plot(out, title, xlabel, ylabel, series, logx=True, logy=False):
     """series: list of (name, [(x, y)])"""
     series = [(n, [(x, y) for x, y in pts if y is not None and y > 0]) for n, pts in series]
@@ -772,7 +781,8 @@ def line_plot(out, title, xlabel, ylabel, series, logx=True, logy=False):
             for x, y in pts:
                 fh.write(f"{x} {y:.6g}\n")
             fh.write("\n\n")
-    plots = ", ".join(f"'{dat}' index {i} using 1:2 with linespoints lw 2 pt 7 title '{gp_str(n)}'"
+    plots = ", ".join(f"'{dat}' index {i} using 1:2 with linespoints lw 2 pt 7 "
+                      f"lc rgb '{SERIES_COLOR.get(n, '#000000')}' title '{gp_str(n)}'"
                       for i, (n, _) in enumerate(series))
     xs = sorted({x for _, pts in series for x, _ in pts})
     script = GNUPLOT_HEAD.format(out=out, title=gp_str(title)) + f"""
@@ -899,12 +909,12 @@ WHY = [
      "a per-P free list and queues it on the per-P run queue without a lock."),
     (r"parked_rss_.*", "Go",
      "A weft G's stack is a fixed slot of virtual memory (256 KiB by default) whose top "
-     "page is committed up front: 4 KiB, the smallest unit the kernel hands out, plus a "
-     "second page when the initial frames and the canary straddle a page boundary (the "
-     "canary-guarded chunks used once the first ~16k guard-page stacks have used up their share of vm.max_map_count, hence more bytes "
-     "per G at 100k and 1M), plus the ~200-byte descriptor.  Go starts goroutines on 2 KiB "
-     "stacks carved from its heap and grows them by copying, which it can do because it "
-     "knows every pointer into a stack; C code cannot be moved that way."),
+     "page is committed when the G is made: 4 KiB, the smallest unit the kernel hands out "
+     "(two pages when the initial frames straddle a page boundary), plus the descriptor "
+     "of a few hundred bytes.  Go starts goroutines on 2 KiB stacks carved from its heap "
+     "and grows them by copying, which it can do because it knows every pointer into a "
+     "stack; C code cannot be moved that way, so one 4 KiB page per parked G is "
+     "weft's floor."),
     (r"parked_create_.*", "Go",
      "Every new weft stack costs system calls: madvise(MADV_POPULATE_WRITE) to commit its "
      "top page, and an mmap plus one mprotect per guard page for every 16 (guard-page "
@@ -920,12 +930,21 @@ WHY = [
      "had to share CPU 0 with them: throughput and p99 then measure the server's share "
      "of that core as much as its efficiency (a server with more runnable threads gets "
      "more of it), and server CPU per message is the figure to trust."),
+    (r"mutex", "pthreads",
+     "Cause not established.  Other processes used {foreign} of the CPUs during this "
+     "benchmark, and the 8 pthreads then get a larger share of the two CPUs than weft's "
+     "two Ms (one per P) do, which can account for a gap of this size; compare on a quiet "
+     "machine before reading more into it."),
     (r"echo_.*", "epoll",
      "The hand-written epoll loop is the floor for a single-core server: one thread, no "
      "stacks, no context switches, one epoll_wait for many ready sockets.  A G per "
      "connection adds a park and a wake-up per message (a netpoll round trip and two "
      "context switches) on top of the same read and write system calls."),
 ]
+
+
+DEFAULT_WHY = ("Cause not established yet; the commands are given with the benchmark to "
+               "reproduce it.")
 
 
 def why(fid, column):
@@ -1034,13 +1053,35 @@ def render_md(benches, meta, plots, csv_rel, docs_dir):
     if not behind:
         a("Nowhere in this run.\n")
     else:
+        # one bullet per explanation and peer, listing every figure it covers
+        groups = {}
         for b, f, p, r in behind:
-            text = why(f.fid, p.column) or "Not analysed yet."
-            text = text.replace("{foreign}", f"{b.foreign:.0%}" if b.foreign is not None else "?")
-            lab = f" ({f.weft_label})" if f.weft_label != "weft" else ""
-            a(f"* **{f.title}{lab}** vs {p.label}: weft/peer = {fmt_ratio(r)} "
-              f"([{b.title}](#{b.bid})).  {text}")
+            text = why(f.fid, p.column)
+            _, wv, _ = cell(f.weft)
+            _, pv, _ = cell(p.ref)
+            if wv and pv and min(wv) <= max(pv) and min(pv) <= max(wv):
+                text = ("Within this run's noise: the runs' ranges overlap (weft "
+                        f"{fmt(min(wv))}-{fmt(max(wv))}, peer {fmt(min(pv))}-{fmt(max(pv))})."
+                        + (f"  {text}" if text else ""))
+            text = text or DEFAULT_WHY
+            if "{foreign}" in text:
+                text = text.replace("{foreign}", f"{b.foreign:.0%}" if b.foreign is not None else "?")
+            key = (text, p.label)
+            groups.setdefault(key, []).append((b, f, r))
+        a("Grouped by cause; each item lists the figures (weft/peer, worse by more than "
+          "5 %) and why.\n")
+        for (text, label), items in groups.items():
+            figs = "; ".join(
+                f"[{f.title}{' (' + f.weft_label + ')' if f.weft_label != 'weft' else ''}]"
+                f"(#{b.bid}) {fmt_ratio(r)}" for b, f, r in items)
+            a(f"* **vs {label}** -- {figs}.  \n  {text}")
         a("")
+        if any(b.foreign is not None and b.foreign >= 0.25 for b, *_ in behind):
+            a("Where other processes were busy (the share is given with each benchmark), a "
+              "program with more runnable threads gets a larger share of the CPUs: the "
+              "pthreads peers run one thread per task, Go and weft one per P (plus a few "
+              "helpers).  Gaps of less than about 20 % in such benchmarks are within the "
+              "noise.\n")
 
     a("## Results\n")
     for b in benches:
@@ -1109,7 +1150,9 @@ def readme_section(benches, meta):
          f"Medians of `{meta['command']}` on {meta['date']} ({meta['cpu']}, "
          f"{os.cpu_count()} cores, Linux {platform.release()}); ratio in brackets = "
          "weft / peer.  Every figure, the commands that produced it, plots, and where "
-         "weft is behind and why: [docs/benchmarks.md](docs/benchmarks.md).", "",
+         "weft is behind and why: [docs/benchmarks.md](docs/benchmarks.md)."
+         + (f"  Other processes used {meta['foreign']:.0%} of the CPUs during that run, so "
+            "these figures are noisier than usual." if meta["foreign"] >= 0.25 else ""), "",
          headline_table(benches, "docs/benchmarks.md"), ""]
     return "\n".join(L) + "\n"
 
@@ -1136,7 +1179,14 @@ def main():
     ap.add_argument("--wait-quiet", type=float, metavar="SECS",
                     help="in all, wait at most SECS for other processes to leave the CPUs "
                          "before the benchmarks (default 120, 0 with --quick)")
+    ap.add_argument("--render", metavar="RAW.json",
+                    help="run nothing: regenerate the CSV, report and plots from the raw "
+                         "outputs a previous run saved (build/bench/<mode>-raw.json)")
     args = ap.parse_args()
+    raw = None
+    if args.render:
+        raw = json.loads(Path(args.render).read_text())
+        args.quick, args.only = raw["meta"]["quick"], raw["args"]["only"]
 
     runs, warm = (3, 1) if args.quick else (5, 1)
     QUIET["budget"] = args.wait_quiet if args.wait_quiet is not None else (0 if args.quick else 120)
@@ -1170,27 +1220,51 @@ def main():
     else:
         docs = ROOT / BUILD / "bench" / mode
     docs = docs if docs.is_absolute() else ROOT / docs
-    csv_path = ROOT / "bench" / "results" / (today + ("" if mode == "full" else f"-{mode}") + ".csv")
+    # only full runs go to bench/results/ (committed); the others stay with their report
+    csv_path = (ROOT / "bench" / "results" if mode == "full" else docs) / f"{today}.csv"
 
-    print(f"bench: {mode} run, {len(benches)} benchmarks, {warm} warm-up + {runs} counted "
-          f"rounds each (. ok, ! suspect, x failed)", flush=True)
-    t0 = time.monotonic()
-    busy0, ours0 = cpu_busy()
-    load0 = os.getloadavg()[0]
-    for i, b in enumerate(benches, 1):
-        run_bench(b, runs, i, len(benches))
-    wall = time.monotonic() - t0
-    busy1, ours1 = cpu_busy()
-    foreign = max(0.0, (busy1 - busy0) - (ours1 - ours0)) / (wall * (os.cpu_count() or 1))
+    raw_path = ROOT / BUILD / "bench" / f"{mode}-raw.json"
+    if raw:
+        meta = raw["meta"]
+        today = meta["date"]
+        csv_path = csv_path.with_name(today + csv_path.name[len(datetime.date.today().isoformat()):])
+        for b in benches:
+            b.seconds, b.foreign = raw["benches"].get(b.bid, (0.0, None))
+            for sd in b.sides:
+                r = raw["sides"].get(sd.sid)
+                if r:
+                    sd.status, sd.errors, sd.samples, sd.seconds = (
+                        r["status"], r["errors"], r["samples"], r["seconds"])
+                else:
+                    sd.status = "not run"
+    else:
+        print(f"bench: {mode} run, {len(benches)} benchmarks, {warm} warm-up + {runs} counted "
+              f"rounds each (. ok, ! suspect, x failed)", flush=True)
+        t0 = time.monotonic()
+        busy0, ours0 = cpu_busy()
+        load0 = os.getloadavg()[0]
+        for i, b in enumerate(benches, 1):
+            run_bench(b, runs, i, len(benches))
+        wall = time.monotonic() - t0
+        busy1, ours1 = cpu_busy()
+        foreign = max(0.0, (busy1 - busy0) - (ours1 - ours0)) / (wall * (os.cpu_count() or 1))
 
-    meta = {
-        "date": today, "quick": args.quick, "runs": runs, "warm": warm,
-        "echo_runs": next((b.runs or runs for b in benches if b.bid.startswith("echo")), runs),
-        "wall": wall, "machine": machine(), "foreign": foreign, "load0": load0,
-        "command": "make bench" + (" QUICK=1" if args.quick else "")
-        + (f" ONLY='{args.only}'" if args.only else ""),
-    }
-    meta["cpu"] = meta["machine"][0][1]
+        meta = {
+            "date": today, "quick": args.quick, "runs": runs, "warm": warm,
+            "echo_runs": next((b.runs or runs for b in benches if b.bid.startswith("echo")), runs),
+            "wall": wall, "machine": machine(), "foreign": foreign, "load0": load0,
+            "command": "make bench" + (" QUICK=1" if args.quick else "")
+            + (f" ONLY='{args.only}'" if args.only else ""),
+        }
+        meta["cpu"] = meta["machine"][0][1]
+        raw_path.parent.mkdir(parents=True, exist_ok=True)
+        raw_path.write_text(json.dumps({
+            "meta": meta, "args": {"only": args.only},
+            "benches": {b.bid: (b.seconds, b.foreign) for b in benches},
+            "sides": {sd.sid: {"status": sd.status, "errors": sd.errors, "samples": sd.samples,
+                               "seconds": sd.seconds} for b in benches for sd in b.sides},
+        }, indent=1))
+    wall = meta["wall"]
     write_csv(csv_path, benches, today, mode)
     plots = make_plots(benches, docs / "img")
     docs.mkdir(parents=True, exist_ok=True)
@@ -1199,7 +1273,7 @@ def main():
     section = readme_section(benches, meta)
     sec_path = ROOT / "bench" / "README-section.md" if mode == "full" else docs / "README-section.md"
     sec_path.write_text(section)
-    print(f"bench: done in {wall:.0f} s; wrote {csv_rel}, "
+    print(f"bench: {'rendered' if raw else f'done in {wall:.0f} s'}; wrote {csv_rel}, "
           f"{os.path.relpath(docs / 'benchmarks.md', ROOT)}, {len(plots)} plots, "
           f"{os.path.relpath(sec_path, ROOT)}")
     notbuilt = sorted({s.sid for b in benches for s in b.sides if s.status == "not built"})
