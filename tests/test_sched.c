@@ -795,3 +795,51 @@ Test(env, stack_size_suffixes)
 	run_child(&c, env, overflow_child, 20);
 	check_overflow(&c, "1M");
 }
+
+/* ---- weft_go_attr: per-G stack size ---------------------------------------------- */
+
+static int deep(int n)
+{
+	volatile char buf[1024];
+	buf[0] = (char)n;
+	return n > 0 ? deep(n - 1) + (buf[0] == (char)n) : 0;
+}
+
+static void deep512k(void *arg)
+{
+	*(int *)arg = deep(500); /* ~520 KiB of frames: more than the 256K default */
+	weft_wg_done(&wg_all);
+}
+
+Test(api, attr_stack_size)
+{
+	weft_attr_t a = { .stack_size = 1 << 20, .name = "deep" };
+	int r = -1;
+	weft_wg_add(&wg_all, 1);
+	cr_assert_gt(weft_go_attr(&a, deep512k, &r), 0);
+	weft_wg_wait(&wg_all);
+	cr_assert_eq(r, 500);
+}
+
+static int attr_small_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	static int r;
+	weft_attr_t a = { .stack_size = 64 * 1024 };
+	weft_wg_add(&wg_all, 1);
+	weft_go_attr(&a, deep512k, &r); /* must overflow its 64K */
+	weft_wg_wait(&wg_all);
+	return 0;
+}
+
+static int attr_small_child(void)
+{
+	return weft_main(attr_small_body, 0, NULL);
+}
+
+Test(api, attr_small_stack_overflows, .timeout = 30)
+{
+	struct child c;
+	run_child(&c, NULL, attr_small_child, 20);
+	check_overflow(&c, "64K");
+}
