@@ -333,7 +333,10 @@ static void retire_spare_locked(void);
 void pidleput(struct p *pp)
 {
 	/* an idle P is no longer stuck: give back what sysmon lent for it */
-	if (atomic_exchange_explicit(&pp->flags, 0, memory_order_relaxed) & PF_LENT)
+	uint32_t old = atomic_exchange_explicit(&pp->flags, 0, memory_order_relaxed);
+	if (old & PF_LENT_HOG)
+		atomic_fetch_sub(&sched.nhogspares, 1);
+	if (old & PF_LENT)
 		retire_spare_locked();
 	if (pp->spare && atomic_load(&sched.nretire) > 0) {
 		atomic_fetch_sub(&sched.nretire, 1);
@@ -423,7 +426,9 @@ static void *mstart(void *arg)
 
 static int64_t mid_gen;
 
-static void newm(struct p *pp, bool spinning)
+/* Make an M (an OS thread) that starts by running pp.  False if the
+ * system refuses another thread: the caller gets pp back. */
+static bool newm(struct p *pp, bool spinning)
 {
 	struct m *m = rtalloc(sizeof *m);
 	if (!m)
@@ -443,8 +448,16 @@ static void newm(struct p *pp, bool spinning)
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 	int e = rt_pthread_create(&m->thread, &a, mstart, m);
 	pthread_attr_destroy(&a);
-	if (e)
-		fatal("cannot create an OS thread: %s", strerror(e));
+	if (e) {
+		/* m stays on allm (lock-free list) but never runs */
+		atomic_fetch_sub(&sched.mcount, 1);
+		static _Atomic int warned;
+		if (!atomic_exchange(&warned, 1))
+			warn("cannot create another OS thread (%s): running on the ones there are",
+			     strerror(e));
+		return false;
+	}
+	return true;
 }
 
 /* Start an M to run pp (or any idle P); spinning: it goes looking for work. */
@@ -463,7 +476,18 @@ static void startm(struct p *pp, bool spinning)
 	struct m *nm = mget();
 	unlock(&sched.lock);
 	if (!nm) {
-		newm(pp, spinning);
+		if (newm(pp, spinning))
+			return;
+		lock(&sched.lock);
+		if (pp->spare) {
+			pp->link = sched.sparefree;
+			sched.sparefree = pp;
+		} else {
+			pidleput(pp);
+		}
+		unlock(&sched.lock);
+		if (spinning)
+			atomic_fetch_sub(&sched.nmspinning, 1);
 		return;
 	}
 	nm->spinning = spinning;
@@ -606,7 +630,8 @@ static void gswitch(struct m *m, struct g *from, struct g *to)
 	void *next;
 	if (to) {
 		atomic_store_explicit(&to->status, G_RUNNING, memory_order_relaxed);
-		m->p->schedtick++;
+		/* sysmon reads it (atomically) to spot a G that does not switch */
+		__atomic_store_n(&m->p->schedtick, m->p->schedtick + 1, __ATOMIC_RELAXED);
 		next = to->sp;
 	} else {
 		next = m->g0sp;
@@ -769,12 +794,12 @@ static struct g *gfget(struct p *pp, size_t stacksz)
 {
 	struct g *gp = NULL;
 	if (pp) {
-		if (!pp->gfree && sched.ngfree > 0) {
+		if (!pp->gfree && __atomic_load_n(&sched.ngfree, __ATOMIC_RELAXED) > 0) {
 			lock(&sched.lock);
 			while (pp->gfreecnt < 32 && sched.gfree) {
 				struct g *g1 = sched.gfree;
 				sched.gfree = g1->schedlink;
-				sched.ngfree--;
+				__atomic_fetch_sub(&sched.ngfree, 1, __ATOMIC_RELAXED);
 				g1->schedlink = pp->gfree;
 				pp->gfree = g1;
 				pp->gfreecnt++;
@@ -786,12 +811,12 @@ static struct g *gfget(struct p *pp, size_t stacksz)
 			pp->gfree = gp->schedlink;
 			pp->gfreecnt--;
 		}
-	} else if (sched.ngfree > 0) {
+	} else if (__atomic_load_n(&sched.ngfree, __ATOMIC_RELAXED) > 0) {
 		lock(&sched.lock);
 		gp = sched.gfree;
 		if (gp) {
 			sched.gfree = gp->schedlink;
-			sched.ngfree--;
+			__atomic_fetch_sub(&sched.ngfree, 1, __ATOMIC_RELAXED);
 		}
 		unlock(&sched.lock);
 	}
@@ -805,7 +830,7 @@ static struct g *gfget(struct p *pp, size_t stacksz)
 		lock(&sched.lock);
 		gp->schedlink = sched.gfree;
 		sched.gfree = gp;
-		sched.ngfree++;
+		__atomic_fetch_add(&sched.ngfree, 1, __ATOMIC_RELAXED);
 		unlock(&sched.lock);
 		return NULL;
 	}
@@ -826,7 +851,7 @@ static void gfput(struct p *pp, struct g *gp)
 		struct g *g1 = pp->gfree;
 		pp->gfree = g1->schedlink;
 		pp->gfreecnt--;
-		if (sched.ngfree + n >= GFREE_GLOBAL_STACKS)
+		if (__atomic_load_n(&sched.ngfree, __ATOMIC_RELAXED) + n >= GFREE_GLOBAL_STACKS)
 			stackfree(pp, &g1->stack);
 		g1->schedlink = list;
 		list = g1;
@@ -838,7 +863,7 @@ static void gfput(struct p *pp, struct g *gp)
 		list = g1->schedlink;
 		g1->schedlink = sched.gfree;
 		sched.gfree = g1;
-		sched.ngfree++;
+		__atomic_fetch_add(&sched.ngfree, 1, __ATOMIC_RELAXED);
 	}
 	unlock(&sched.lock);
 }
@@ -883,7 +908,7 @@ int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 		lock(&sched.lock); /* no segmented stack: back to the free list */
 		gp->schedlink = sched.gfree;
 		sched.gfree = gp;
-		sched.ngfree++;
+		__atomic_fetch_add(&sched.ngfree, 1, __ATOMIC_RELAXED);
 		unlock(&sched.lock);
 		gp = NULL;
 	}
@@ -915,13 +940,13 @@ int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 	gp->sp = weft_ctx_make(gp->stack.hi, gentry);
 	san_gcreate(gp);
 	atomic_fetch_add_explicit(&sched.ngs, 1, memory_order_relaxed);
+	int64_t id = gp->id; /* once queued, gp may run, end and be reused */
 	atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
 	if (pp)
 		runqput(pp, gp, true);
 	else
 		globrunqput(gp);
 	wakep();
-	int64_t id = gp->id;
 	rt_leave();
 	return id;
 }
@@ -994,16 +1019,25 @@ static void retire_spare_locked(void)
 }
 
 static struct p *newp(int32_t id);
+static void givebackp(struct p *pp);
 
-/* sysmon: pp's M is stuck and Gs wait; see runtime.h. */
-void lendp(struct p *pp)
+/* sysmon: pp's M is stuck and Gs wait; see runtime.h.  hog: it runs G
+ * code rather than sitting in a blocking call.  Blocked Ms use no CPU, so
+ * spares for them are not counted (as Go makes Ms for blocked calls);
+ * spares for hogs are: at most gomaxprocs of them, and never for a spare,
+ * so CPU-bound Gs time-share rather than each getting a thread. */
+void lendp(struct p *pp, bool hog)
 {
 	if (atomic_load(&sched.npidle) > 0) {
 		wakep(); /* an idle P can take the waiting Gs: no need to lend */
 		return;
 	}
-	if (atomic_fetch_or(&pp->flags, PF_LENT) & PF_LENT)
+	if (hog && (pp->spare || atomic_load(&sched.nhogspares) >= sched.gomaxprocs))
 		return;
+	if (atomic_fetch_or(&pp->flags, PF_LENT | (hog ? PF_LENT_HOG : 0)) & PF_LENT)
+		return;
+	if (hog)
+		atomic_fetch_add(&sched.nhogspares, 1);
 	lock(&sched.lock);
 	struct p *sp = sched.sparefree;
 	if (sp) {
@@ -1016,7 +1050,7 @@ void lendp(struct p *pp)
 	}
 	unlock(&sched.lock);
 	if (!sp) {
-		atomic_fetch_and(&pp->flags, ~PF_LENT);
+		givebackp(pp);
 		return;
 	}
 	startm(sp, false);
@@ -1025,8 +1059,11 @@ void lendp(struct p *pp)
 /* Our P's M was stuck and sysmon lent a spare: give it back. */
 static void givebackp(struct p *pp)
 {
-	if (!(atomic_fetch_and(&pp->flags, ~PF_LENT) & PF_LENT))
+	uint32_t old = atomic_fetch_and(&pp->flags, ~(PF_LENT | PF_LENT_HOG));
+	if (!(old & PF_LENT))
 		return;
+	if (old & PF_LENT_HOG)
+		atomic_fetch_sub(&sched.nhogspares, 1);
 	lock(&sched.lock);
 	retire_spare_locked();
 	unlock(&sched.lock);
@@ -1085,7 +1122,7 @@ void entersyscallblock(void)
 	entersyscall();
 	struct p *pp = m->p;
 	if (!runqempty(pp) || atomic_load(&sched.runqsize) > 0)
-		lendp(pp); /* known to block long: don't wait for sysmon */
+		lendp(pp, false); /* known to block long: don't wait for sysmon */
 }
 
 void exitsyscall(void)

@@ -190,6 +190,7 @@ enum pstatus {
 enum {
 	PF_LENT = 1,    /* sysmon started a spare P for this P's waiting Gs */
 	PF_PREEMPT = 2, /* the running G has had 10 ms: yield at the next runtime call */
+	PF_LENT_HOG = 4, /* PF_LENT for a G running code (counted in sched.nhogspares) */
 };
 
 struct timer;
@@ -261,6 +262,7 @@ struct sched {
 	_Atomic int32_t nthreadwoken; /* of those, woken but not yet running (deadlock.c) */
 	int32_t gomaxprocs;           /* active Ps */
 	_Atomic int32_t nretire;      /* spare Ps that should retire */
+	_Atomic int32_t nhogspares;   /* spares lent for hogs (capped at gomaxprocs) */
 	struct p *sparefree;          /* retired spare Ps (sched.lock) */
 	_Atomic int64_t nsyscallretake; /* sysmon: Ps retaken from blocking calls */
 	_Atomic int64_t nhogretake;   /* sysmon: Ps retaken from Gs running > 10 ms */
@@ -318,7 +320,7 @@ void enterruntime(struct m *m);
 /* sysmon: pp's M is stuck (blocking call, hog) and Gs wait behind it:
  * start a spare P so they run; the M gives it back at its next runtime
  * call.  A P is never taken away from the M that holds it. */
-void lendp(struct p *pp);
+void lendp(struct p *pp, bool hog);
 bool allpidle(void);
 /* Return to user code on a G. */
 void leaveruntime(struct m *m);

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -64,7 +65,7 @@ struct stackpool {
 	int64_t nfree;               /* free stacks in this class */
 };
 
-static struct lock stacklock;        /* pools, chunks, budgets */
+struct lock stacklock;               /* pools, chunks, budgets (fork.c clears it) */
 static struct stackpool pools[NCLASSES];
 static int npools;
 static long guard_budget;            /* guarded stacks we may still map */
@@ -398,6 +399,14 @@ static void onfault(int sig, siginfo_t *si, void *uc)
 		    (sp && sp < gp->stack.lo && sp >= gp->stack.lo - (1L << 30)))
 			stack_overflow(gp);
 	}
+	/* A canary stack that overflowed may have smashed a neighbour, which
+	 * then crashed on some M: if a running G's canary is broken, it is
+	 * the culprit.  (Racy reads, but we are about to die anyway.) */
+	for (struct m *mp = atomic_load(&allm); mp; mp = mp->alllink) {
+		struct g *g1 = mp->curg;
+		if (g1 && g1->stack.kind == STACK_CANARY && !stackcanary_ok(&g1->stack))
+			stack_overflow(g1);
+	}
 	struct sigaction *old = sig == SIGSEGV ? &oldsegv : &oldbus;
 	if (old->sa_flags & SA_SIGINFO) {
 		old->sa_sigaction(sig, si, uc);
@@ -407,8 +416,11 @@ static void onfault(int sig, siginfo_t *si, void *uc)
 		old->sa_handler(sig);
 		return;
 	}
-	/* default action: re-fault with the default disposition */
+	/* default action: re-fault with the default disposition; a signal
+	 * sent by kill() (no fault to repeat) is sent again */
 	signal(sig, SIG_DFL);
+	if (si->si_code <= 0)
+		syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig);
 }
 
 /* Give this M a signal stack so that a guard-page hit can be reported

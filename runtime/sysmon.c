@@ -86,7 +86,7 @@ static int retake(int64_t now)
 		}
 		atomic_fetch_add(insys ? &sched.nsyscallretake : &sched.nhogretake, 1);
 		pp->sm_when = 0;
-		lendp(pp);
+		lendp(pp, !insys);
 		n++;
 	}
 	return n;
@@ -197,7 +197,7 @@ int weft_stats(weft_stats_t *st)
 	return 0;
 }
 
-static struct lock wakelock;
+struct lock wakelock; /* not static: fork.c clears it in a child */
 
 void sysmon_wake(void)
 {

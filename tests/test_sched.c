@@ -363,8 +363,11 @@ Test(sched, overflow_stack_size_env, .timeout = 30)
 
 /* Past the guard-page budget stacks get a canary instead: park enough Gs
  * to use it up, then overflow one. */
+static weft_wg_t canary_parked = WEFT_WG_INIT;
+
 static void park_forever(void *arg)
 {
+	weft_wg_done(&canary_parked);
 	weft_wg_wait(arg);
 }
 
@@ -380,8 +383,10 @@ static int canary_body(int argc, char **argv)
 	(void)argc, (void)argv;
 	static weft_wg_t never = WEFT_WG_INIT;
 	weft_wg_add(&never, 1);
+	weft_wg_add(&canary_parked, 40000);
 	for (int i = 0; i < 40000; i++)
 		weft_go(park_forever, &never);
+	weft_wg_wait(&canary_parked); /* all parked: nobody runs on a smashed stack */
 	weft_go(canary_overflow, NULL);
 	weft_sleep(10LL * 1000000000);
 	return 0;
