@@ -1273,6 +1273,8 @@ def main():
     section = readme_section(benches, meta)
     sec_path = ROOT / "bench" / "README-section.md" if mode == "full" else docs / "README-section.md"
     sec_path.write_text(section)
+    if mode == "full":
+        splice_readme(section)
     print(f"bench: {'rendered' if raw else f'done in {wall:.0f} s'}; wrote {csv_rel}, "
           f"{os.path.relpath(docs / 'benchmarks.md', ROOT)}, {len(plots)} plots, "
           f"{os.path.relpath(sec_path, ROOT)}")
@@ -1283,6 +1285,20 @@ def main():
     if failed:
         print("bench: failed: " + " ".join(failed))
     return 0
+
+
+def splice_readme(section):
+    """Put the headline table between the README's bench:headline markers."""
+    readme = ROOT / "README.md"
+    if not readme.exists():
+        return
+    text = readme.read_text()
+    start, end = "<!-- bench:headline -->", "<!-- /bench:headline -->"
+    i, j = text.find(start), text.find(end)
+    if i < 0 or j < i:
+        return
+    body = "\n".join(l for l in section.splitlines() if not l.startswith("## "))
+    readme.write_text(text[:i + len(start)] + "\n" + body.strip() + "\n" + text[j:])
 
 
 def refs(f):
