@@ -202,7 +202,7 @@ WEFT_API int weft_rwlock_wrunlock(weft_rwlock_t *l);
 /* Go's sync.Cond on a weft_mutex_t. */
 typedef struct weft_cond {
 	uint32_t _lock;
-	uint32_t _pad;
+	uint32_t _nwait;  /* queued waiters, readable without the lock */
 	void *_head;      /* FIFO of waiters */
 	void *_tail;
 } weft_cond_t;
@@ -257,8 +257,12 @@ typedef struct weft_stats {
 /* Fill *st.  0, or -1 with EINVAL for NULL. */
 WEFT_API int weft_stats(weft_stats_t *st);
 
-/* Print every G with its state, wait reason and backtrace, as Go's
- * SIGQUIT dump does. */
+/* Print every G with its state, wait reason and backtrace (function,
+ * file:line where debug info exists) to out (NULL: stderr), as Go's
+ * goroutine dump.  SIGQUIT prints the same to stderr and exits with
+ * status 2, unless WEFT_DEBUG=sigquit=continue.  When every G is asleep
+ * for good, weft prints "weft: fatal: all green threads are asleep -
+ * deadlock!" with this dump and exits with status 2.  docs/api.md. */
 WEFT_API void weft_dump(FILE *out);
 
 #ifdef __cplusplus

@@ -20,15 +20,21 @@
  * head advance by CAS).  Closing sets a mark bit in tail, so no send can
  * succeed after close.  The lock and queues are only for sleeping:
  *   - a receiver finding the ring empty locks, queues itself, counts
- *     itself in nrecvq (seq_cst), tries the ring again and only then
- *     sleeps; a sender, after its element is in the ring, reads nrecvq
+ *     itself in recvq.n (seq_cst), tries the ring again and only then
+ *     sleeps; a sender, after its element is in the ring, reads recvq.n
  *     (seq_cst) and wakes a queued receiver if there is one.  Either the
  *     sender sees the count or the receiver's second try sees the tail
  *     the sender's CAS (seq_cst) moved: no wakeup is lost.  Full rings
- *     and blocked senders mirror this with nsendq.
- *   - as in Go, a sender that finds a receiver queued hands its element
- *     to it directly (the receiver only queues when the ring was empty,
- *     so FIFO order holds); a woken sender retries.
+ *     and blocked senders mirror this with sendq.n.
+ *   - as in Go, a sender that finds a receiver queued and the ring
+ *     empty hands its element to it directly (with elements still in the
+ *     ring, one of them may be the sender's own earlier one: it goes
+ *     through the ring, to keep order); a woken sender retries.
+ *   - unlike Go, a party that would block first looks again a few times
+ *     when the other side may be running on another CPU, and a party
+ *     woken to retry goes to the back of the run queue, where an idle P
+ *     steals it: producer and consumer then run in parallel instead of
+ *     taking turns on one P.
  *
  * Select queues one node per case (a struct waiter on the G's stack)
  * whose ->sel points at the shared record holding the one waiter that
@@ -117,7 +123,7 @@ static inline void elemzero(void *dst, size_t n)
 static inline void relax(int spins)
 {
 	if (spins < 64)
-		__builtin_ia32_pause();
+		cpu_relax();
 	else
 		sched_yield(); /* the slot's writer was descheduled mid-copy */
 }
@@ -285,17 +291,34 @@ static void notify(struct weft_chan *c, struct wq *q)
 	lock(&c->lock);
 	struct waiter *w = wq_claim(c, q);
 	unlock(&c->lock);
-	if (w) {
-		finish(w, 0, true);
-		wake(w);
-	}
+	if (!w)
+		return;
+	finish(w, 0, true);
+	/* a G goes to the back of the queue, not runnext: the ring has room
+	 * to keep both sides busy, so an idle P should steal it and run it
+	 * in parallel rather than it waiting for us to block */
+	struct waiter *s = waiter_sleeper(w);
+	if (s->g)
+		goready_tail(s->g);
+	else
+		waiter_wake(s);
+}
+
+/* Nothing buffered (every element sent so far has been taken). */
+static bool ring_empty(struct weft_chan *c)
+{
+	uint64_t t = atomic_load(&c->tail);
+	return (t & ~c->markbit) == atomic_load(&c->head);
 }
 
 /* Hand elem to a queued receiver of a buffered channel, as Go does for
- * a receiver waiting on an empty buffer.  False if none is queued. */
+ * a receiver waiting on an empty buffer.  False if none is queued, or if
+ * the ring still holds elements: one of ours may be among them, and ours
+ * must arrive in order (several receivers can be queued while the ring
+ * fills, since each element wakes only one). */
 static bool ring_handoff(struct weft_chan *c, const void *elem)
 {
-	if (atomic_load(&c->recvq.n) == 0)
+	if (atomic_load(&c->recvq.n) == 0 || !ring_empty(c))
 		return false;
 	lock(&c->lock);
 	struct waiter *r = wq_claim(c, &c->recvq);
@@ -309,9 +332,18 @@ static bool ring_handoff(struct weft_chan *c, const void *elem)
 	return true;
 }
 
+/* Before sleeping on a buffered channel, look again a few times: with
+ * the other side running on another CPU, a sleep and wakeup (several
+ * us) costs far more than the gap to the next element.  300 pauses take
+ * some 5-15 us depending on the CPU: about what the sleep would cost,
+ * so spinning first never costs more than twice the best choice. */
+#define SPINS 10
+#define SPINPAUSE 30
+
 /* 0 sent, -EPIPE closed, -EAGAIN full and !block. */
 static int bsend(struct weft_chan *c, const void *elem, bool block)
 {
+	int spun = 0;
 	for (;;) {
 		if (ring_handoff(c, elem))
 			return 0;
@@ -324,6 +356,10 @@ static int bsend(struct weft_chan *c, const void *elem, bool block)
 			return -EPIPE;
 		if (!block)
 			return -EAGAIN;
+		if (spun++ < SPINS && spin_worthwhile()) {
+			spin_pause(SPINPAUSE); /* a receiver on another CPU may free a slot */
+			continue;
+		}
 		lock(&c->lock);
 		struct waiter w;
 		waiter_init(&w);
@@ -345,6 +381,7 @@ static int bsend(struct weft_chan *c, const void *elem, bool block)
 /* 1 got a value, 0 closed and drained, -EAGAIN empty and !block. */
 static int brecv(struct weft_chan *c, void *elem, bool block)
 {
+	int spun = 0;
 	for (;;) {
 		int r = ring_recv(c, elem);
 		if (r == R_OK) {
@@ -357,6 +394,10 @@ static int brecv(struct weft_chan *c, void *elem, bool block)
 		}
 		if (!block)
 			return -EAGAIN;
+		if (spun++ < SPINS && spin_worthwhile()) {
+			spin_pause(SPINPAUSE); /* a sender on another CPU may be about to send */
+			continue;
+		}
 		lock(&c->lock);
 		struct waiter w;
 		waiter_init(&w);

@@ -84,17 +84,19 @@ struct parkctx {
  * parked), then let wakers in. */
 static bool waiter_commit(struct g *gp, void *arg)
 {
-	struct parkctx *pc = arg;
-	if (pc->deadline >= 0) {
+	/* pc is on the G's stack: once the timer is armed it may fire, and
+	 * the G run on, at once; read it first */
+	struct parkctx pc = *(struct parkctx *)arg;
+	if (pc.deadline >= 0) {
 		struct timer *t = gp->timer;
-		t->when = pc->deadline;
+		t->when = pc.deadline;
 		t->f = waiter_timeout;
 		t->arg = gp;
 		t->seq = (uintptr_t)(atomic_load_explicit(&gp->waitstate, memory_order_relaxed) >> 2);
 		addtimer(t);
 	}
-	if (pc->unlockf)
-		pc->unlockf(pc->arg);
+	if (pc.unlockf)
+		pc.unlockf(pc.arg);
 	return true;
 }
 

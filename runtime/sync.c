@@ -36,14 +36,27 @@ static void unlockword(void *arg)
 	spinunlock(arg);
 }
 
+/* The count is changed under the lock but read without it (trywait,
+ * value): relaxed atomics, ordered by the lock where it matters. */
+static inline uint32_t semcount(weft_sem_t *s)
+{
+	return __atomic_load_n(&s->_count, __ATOMIC_RELAXED);
+}
+
+static inline void semsetcount(weft_sem_t *s, uint32_t n)
+{
+	__atomic_store_n(&s->_count, n, __ATOMIC_RELAXED);
+}
+
 /* Take a unit, waiting (FIFO, or first in line if lifo) until the
  * absolute deadline (< 0: none).  False on timeout. */
 static bool sem_acquire(weft_sem_t *s, bool lifo, int reason, int64_t deadline)
 {
 	rt_enter();
 	spinlock(&s->_lock);
-	if (s->_count > 0) {
-		s->_count--;
+	uint32_t n = semcount(s);
+	if (n > 0) {
+		semsetcount(s, n - 1);
 		spinunlock(&s->_lock);
 		rt_leave();
 		return true;
@@ -76,10 +89,11 @@ static int sem_release(weft_sem_t *s)
 	struct waiter *w = waitq_claim(WAITQ(s));
 	int r = 0;
 	if (!w) {
-		if (s->_count == UINT32_MAX)
+		uint32_t n = semcount(s);
+		if (n == UINT32_MAX)
 			r = -EOVERFLOW;
 		else
-			s->_count++;
+			semsetcount(s, n + 1);
 	}
 	spinunlock(&s->_lock);
 	if (w)
@@ -112,11 +126,12 @@ int weft_sem_timedwait(weft_sem_t *s, int64_t ns)
 
 int weft_sem_trywait(weft_sem_t *s)
 {
-	/* a count of 0 needs no lock to answer; acquire pairs with post */
-	if (__atomic_load_n(&s->_count, __ATOMIC_ACQUIRE) > 0) {
+	/* a count of 0 needs no lock to answer */
+	if (semcount(s) > 0) {
 		spinlock(&s->_lock);
-		if (s->_count > 0) {
-			s->_count--;
+		uint32_t n = semcount(s);
+		if (n > 0) {
+			semsetcount(s, n - 1);
 			spinunlock(&s->_lock);
 			return 0;
 		}
@@ -138,7 +153,7 @@ int weft_sem_post(weft_sem_t *s)
 
 unsigned weft_sem_value(weft_sem_t *s)
 {
-	return __atomic_load_n(&s->_count, __ATOMIC_RELAXED);
+	return semcount(s);
 }
 
 /* ---- mutex ------------------------------------------------------------------ */
@@ -151,36 +166,22 @@ enum {
 };
 #define STARVE_NS (1000 * 1000) /* Go's starvationThresholdNs */
 
-static int ncpu(void)
+int ncpu(void)
 {
-	static int n;
-	if (!n) {
+	static int n; /* racing first callers compute the same value */
+	int v = __atomic_load_n(&n, __ATOMIC_RELAXED);
+	if (!v) {
 		long c = sysconf(_SC_NPROCESSORS_ONLN);
-		n = c > 0 ? (int)c : 1;
+		v = c > 0 ? (int)c : 1;
+		__atomic_store_n(&n, v, __ATOMIC_RELAXED);
 	}
-	return n;
+	return v;
 }
 
-/* Spin only briefly, only with a second CPU, and (on a G) only if
- * another P runs something that could unlock and ours has nothing else
- * to run: as Go's sync_runtime_canSpin. */
+/* Mutex spinning: a few rounds, when spin_worthwhile (waitq.h). */
 static bool canspin(int iter)
 {
-	if (iter >= 4 || ncpu() <= 1)
-		return false;
-	struct m *m = getm();
-	if (!m || !m->curg)
-		return true;
-	if (sched.gomaxprocs <= atomic_load_explicit(&sched.npidle, memory_order_relaxed) +
-					 atomic_load_explicit(&sched.nmspinning, memory_order_relaxed) + 1)
-		return false;
-	return !m->p || runqempty(m->p);
-}
-
-static void spinpause(void)
-{
-	for (int i = 0; i < 30; i++)
-		__builtin_ia32_pause();
+	return iter < 4 && spin_worthwhile();
 }
 
 static inline int32_t mload(weft_mutex_t *m)
@@ -209,7 +210,7 @@ static void mutex_lockslow(weft_mutex_t *m)
 			if (!awoke && !(old & MWOKEN) && (old >> MWAITERSHIFT) != 0 &&
 			    mcas(m, &old, old | MWOKEN))
 				awoke = true;
-			spinpause();
+			spin_pause(30);
 			iter++;
 			old = mload(m);
 			continue;
@@ -420,9 +421,11 @@ struct condunlock {
  * finds it queued, so releasing the mutex cannot lose a wakeup. */
 static void condrelease(void *arg)
 {
-	struct condunlock *cu = arg;
-	spinunlock(&cu->c->_lock);
-	if (mutex_unlock(cu->m, false) != 0)
+	/* cu is on the waiter's stack: a timed-out waiter may run on as
+	 * soon as the cond's lock is free */
+	struct condunlock cu = *(struct condunlock *)arg;
+	spinunlock(&cu.c->_lock);
+	if (mutex_unlock(cu.m, false) != 0)
 		fatal("weft_cond_wait: the mutex is not locked");
 }
 
@@ -437,12 +440,15 @@ static int condwait(weft_cond_t *c, weft_mutex_t *m, int64_t deadline)
 	struct waiter w;
 	waiter_init(&w);
 	waitq_push(WAITQ(c), &w);
+	__atomic_add_fetch(&c->_nwait, 1, __ATOMIC_RELAXED);
 	struct condunlock cu = { c, m };
 	bool woken = waiter_block(&w, condrelease, &cu, W_COND, deadline);
 	if (!woken) {
 		spinlock(&c->_lock);
-		if (w.queued)
+		if (w.queued) {
 			waitq_remove(WAITQ(c), &w);
+			__atomic_sub_fetch(&c->_nwait, 1, __ATOMIC_RELAXED);
+		}
 		spinunlock(&c->_lock);
 	}
 	rt_leave();
@@ -469,16 +475,21 @@ int weft_cond_timedwait(weft_cond_t *c, weft_mutex_t *m, int64_t ns)
 }
 
 /* Wake one waiter, or all.  An empty queue is seen without the lock: a
- * waiter queues before it releases the mutex, so a signaller that
- * changed the predicate under that mutex sees it queued (acquire). */
+ * waiter counts itself (under c's lock) before it releases the mutex, so
+ * a signaller that changed the predicate under that mutex sees the
+ * count, ordered by the mutex (relaxed suffices). */
 static void condwake(weft_cond_t *c, bool all)
 {
-	if (!__atomic_load_n(&c->_head, __ATOMIC_ACQUIRE))
+	if (!__atomic_load_n(&c->_nwait, __ATOMIC_RELAXED))
 		return;
 	rt_enter();
 	struct waiter *list = NULL, *w;
 	spinlock(&c->_lock);
-	while ((w = waitq_claim(WAITQ(c)))) {
+	while ((w = c->_head)) {
+		waitq_remove(WAITQ(c), w);
+		__atomic_sub_fetch(&c->_nwait, 1, __ATOMIC_RELAXED);
+		if (!waiter_claim(w))
+			continue; /* timed out: its owner finds it unqueued */
 		w->next = list; /* ours now: it sleeps until we wake it */
 		list = w;
 		if (!all)
@@ -524,9 +535,10 @@ void weft_once(weft_once_t *o, void (*fn)(void))
 		return;
 	rt_enter();
 	spinlock(&o->_lock);
-	uint32_t st = o->_state;
+	/* relaxed: under the lock; atomic for the fast path's reader */
+	uint32_t st = __atomic_load_n(&o->_state, __ATOMIC_RELAXED);
 	if (st == ONCE_NEW) {
-		o->_state = ONCE_RUNNING;
+		__atomic_store_n(&o->_state, ONCE_RUNNING, __ATOMIC_RELAXED);
 		spinunlock(&o->_lock);
 		rt_leave(); /* fn is user code: not inside the runtime */
 		fn();

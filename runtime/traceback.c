@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -209,6 +210,22 @@ static bool a2l_line(struct a2l *a, char *line, size_t cap)
 	}
 }
 
+/* write(2) that cannot kill us with SIGPIPE if the helper died. */
+static ssize_t writequiet(int fd, const void *buf, size_t n)
+{
+	sigset_t pipeset, old;
+	sigemptyset(&pipeset);
+	sigaddset(&pipeset, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipeset, &old);
+	ssize_t r = write(fd, buf, n);
+	if (r < 0 && errno == EPIPE) {
+		struct timespec zero = { 0, 0 };
+		sigtimedwait(&pipeset, NULL, &zero); /* drop the SIGPIPE we caused */
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return r;
+}
+
 /* Ask the helper for module-relative address addr: function name and
  * "file:line".  False if there is no helper or it failed. */
 static bool a2l_query(struct a2l *a, uintptr_t addr, char *fn, size_t fncap, char *loc,
@@ -220,7 +237,7 @@ static bool a2l_query(struct a2l *a, uintptr_t addr, char *fn, size_t fncap, cha
 		return false;
 	char q[32];
 	int n = snprintf(q, sizeof q, "0x%lx\n", (unsigned long)addr);
-	if (write(a->in, q, (size_t)n) != n || !a2l_line(a, fn, fncap) ||
+	if (writequiet(a->in, q, (size_t)n) != n || !a2l_line(a, fn, fncap) ||
 	    !a2l_line(a, loc, loccap)) {
 		a2l_stop(a);
 		return false;

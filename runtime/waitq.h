@@ -89,4 +89,31 @@ static inline struct waiter *waitq_claim(struct waitq *q)
 	return NULL;
 }
 
+/* ---- spinning before sleeping ------------------------------------------ */
+
+int ncpu(void); /* CPUs online (sync.c) */
+
+/* Is it worth spinning a little before sleeping?  Only with a second
+ * CPU, and (on a G) only if another P runs something that could make
+ * progress and ours has nothing else to run (Go's canSpin). */
+static inline bool spin_worthwhile(void)
+{
+	if (ncpu() <= 1)
+		return false;
+	struct m *m = getm();
+	if (!m || !m->curg)
+		return true; /* a plain thread */
+	if (__atomic_load_n(&sched.gomaxprocs, __ATOMIC_RELAXED) <=
+	    atomic_load_explicit(&sched.npidle, memory_order_relaxed) +
+					 atomic_load_explicit(&sched.nmspinning, memory_order_relaxed) + 1)
+		return false;
+	return !m->p || runqempty(m->p);
+}
+
+static inline void spin_pause(int n)
+{
+	for (int i = 0; i < n; i++)
+		cpu_relax();
+}
+
 #endif

@@ -503,7 +503,7 @@ static void prs_reader(void *arg)
 	for (int i = 0; i < 1000; i++) {
 		int v;
 		weft_chan_recv(prs_c, &v);
-		prs_counts[v & 1]++;
+		__atomic_add_fetch(&prs_counts[v & 1], 1, __ATOMIC_RELAXED);
 	}
 }
 
@@ -518,7 +518,9 @@ static int pseudo_random_send(int argc, char **argv)
 		weft_case_t cs[2] = { { prs_c, WEFT_SEND, &zero, 0 }, { prs_c, WEFT_SEND, &one, 0 } };
 		for (int i = 0; i < 1000; i++)
 			CHECK(weft_select(cs, 2, -1) >= 0);
-		while (prs_counts[0] + prs_counts[1] < 1000)
+		while (__atomic_load_n(&prs_counts[0], __ATOMIC_RELAXED) +
+			       __atomic_load_n(&prs_counts[1], __ATOMIC_RELAXED) <
+		       1000)
 			weft_sleep(1000 * 1000);
 		/* P(either < 300 of 1000) for a fair coin is far below 1e-30 */
 		CHECK(prs_counts[0] > 300 && prs_counts[1] > 300);
