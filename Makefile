@@ -122,3 +122,4 @@ clean:
 include bench/peers.mk
 -include bench/weft.mk bench/hook.mk bench/bench.mk
 include runtime/splitstack.mk tests/tools.mk
+-include tests/preload.mk examples/demo.mk

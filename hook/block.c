@@ -42,32 +42,34 @@ static bool has_mode(int flags)
 	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE;
 }
 
-#define OPEN_HOOK(name)                                                          \
-	DEFREAL(name);                                                           \
-	HOOK int name(const char *path, int flags, ...)                          \
-	{                                                                        \
-		mode_t mode = 0;                                                 \
-		if (has_mode(flags)) {                                           \
-			va_list ap;                                              \
-			va_start(ap, flags);                                     \
-			mode = va_arg(ap, mode_t);                               \
-			va_end(ap);                                              \
-		}                                                                \
+/* open's optional third argument, present when flags say so. */
+#define MODE_ARG(flags)                                        \
+	({                                                     \
+		mode_t m_ = 0;                                 \
+		if (has_mode(flags)) {                         \
+			va_list ap;                            \
+			va_start(ap, flags);                   \
+			m_ = va_arg(ap, mode_t);               \
+			va_end(ap);                            \
+		}                                              \
+		m_;                                            \
+	})
+
+#define OPEN_HOOK(name)                                                             \
+	DEFREAL(name);                                                              \
+	HOOK int name(const char *path, int flags, ...)                             \
+	{                                                                           \
+		mode_t mode = MODE_ARG(flags);                                      \
 		return opened(BLOCKING(hook_g() != NULL, REAL(name)(path, flags, mode))); \
 	}
 
-#define OPENAT_HOOK(name)                                                              \
-	DEFREAL(name);                                                                 \
-	HOOK int name(int dirfd, const char *path, int flags, ...)                     \
-	{                                                                              \
-		mode_t mode = 0;                                                       \
-		if (has_mode(flags)) {                                                 \
-			va_list ap;                                                    \
-			va_start(ap, flags);                                           \
-			mode = va_arg(ap, mode_t);                                     \
-			va_end(ap);                                                    \
-		}                                                                      \
-		return opened(BLOCKING(hook_g() != NULL, REAL(name)(dirfd, path, flags, mode))); \
+#define OPENAT_HOOK(name)                                                           \
+	DEFREAL(name);                                                              \
+	HOOK int name(int dirfd, const char *path, int flags, ...)                  \
+	{                                                                           \
+		mode_t mode = MODE_ARG(flags);                                      \
+		return opened(BLOCKING(hook_g() != NULL,                            \
+				       REAL(name)(dirfd, path, flags, mode)));      \
 	}
 
 OPEN_HOOK(open)

@@ -355,22 +355,24 @@ static int do_fcntl(int fd, int cmd, long arg, int (*real)(int, int, ...))
 	}
 }
 
+/* fcntl's third argument, an int or a pointer: read as a long. */
+#define LONG_ARG(last)                          \
+	({                                      \
+		va_list ap;                     \
+		va_start(ap, last);             \
+		long a_ = va_arg(ap, long);     \
+		va_end(ap);                     \
+		a_;                             \
+	})
+
 HOOK int fcntl(int fd, int cmd, ...)
 {
-	va_list ap;
-	va_start(ap, cmd);
-	long arg = va_arg(ap, long);
-	va_end(ap);
-	return do_fcntl(fd, cmd, arg, REAL(fcntl));
+	return do_fcntl(fd, cmd, LONG_ARG(cmd), REAL(fcntl));
 }
 
 HOOK int fcntl64(int fd, int cmd, ...)
 {
-	va_list ap;
-	va_start(ap, cmd);
-	long arg = va_arg(ap, long);
-	va_end(ap);
-	return do_fcntl(fd, cmd, arg, REAL(fcntl64));
+	return do_fcntl(fd, cmd, LONG_ARG(cmd), REAL(fcntl64));
 }
 
 HOOK int ioctl(int fd, unsigned long req, ...)

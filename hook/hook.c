@@ -114,7 +114,6 @@ int io_begin(struct io *io, int fd, unsigned dir)
 	}
 	io->fd = fd;
 	io->mode = mode;
-	io->g = gp;
 	io->deadline = INT64_MIN;
 	io->r.d = d;
 	io->r.seq = atomic_load_explicit(&d->seq, memory_order_acquire);
@@ -189,14 +188,11 @@ long io_wait(struct io *io)
 	int64_t deadline = io_deadline(io);
 	if (io->mode == IO_EMUL)
 		return emul_wait(io, deadline);
-	struct pd *d = io->r.d;
-	if (!(atomic_load_explicit(&d->flags, memory_order_acquire) & PD_REG)) {
-		long r = pd_register(d, io->fd);
-		if (r < 0)
-			return r;
-	}
+	long r = pd_register(io->r.d, io->fd);
+	if (r < 0)
+		return r;
 	int reason = io->r.mask == PD_READ ? W_IO_READ : W_IO_WRITE;
-	int r = pd_wait(&io->r, 1, deadline, reason);
+	r = pd_wait(&io->r, 1, deadline, reason);
 	return r == -ETIMEDOUT ? -EAGAIN : r;
 }
 

@@ -114,7 +114,6 @@ enum {
 struct io {
 	int fd;
 	int mode;           /* IO_POLL or IO_EMUL once io_begin says so */
-	struct g *g;        /* the G (IO_POLL) */
 	int64_t deadline;   /* absolute, -1 none; INT64_MIN until the first wait */
 	struct pollreq r;   /* r.mask is the direction */
 };

@@ -57,6 +57,23 @@ static int64_t deadline_in(int64_t ns)
 	return ns >= INT64_MAX / 2 ? -1 : nanotime() + ns;
 }
 
+/* A timespec that libc should handle itself: a bad one, or zero (no wait). */
+static bool ts_nowait(const struct timespec *ts)
+{
+	return ts && (!ts_valid(ts) || ts_ns(ts) == 0);
+}
+
+/* The time left until deadline as a timeout, NULL for none. */
+static struct timespec *ts_left(int64_t deadline, struct timespec *ts)
+{
+	if (deadline < 0)
+		return NULL;
+	int64_t left = deadline - nanotime();
+	left = left > 0 ? left : 0;
+	*ts = (struct timespec){ left / NS, left % NS };
+	return ts;
+}
+
 /* ---- the set of fds a G waits on ---------------------------------------- */
 
 struct fdset {
@@ -144,15 +161,9 @@ static long g_poll(struct pollfd *fds, nfds_t n, int64_t deadline, const sigset_
 			break;
 	}
 	if (r == 0 && s.unpollable) { /* cannot park on it: block the thread */
-		struct timespec ts, *tp = NULL;
-		if (deadline >= 0) {
-			int64_t left = deadline - nanotime();
-			left = left > 0 ? left : 0;
-			ts = (struct timespec){ left / NS, left % NS };
-			tp = &ts;
-		}
+		struct timespec ts;
 		blk_enter();
-		r = sys5(SYS_ppoll, fds, n, tp, ss, KSIGSET);
+		r = sys5(SYS_ppoll, fds, n, ts_left(deadline, &ts), ss, KSIGSET);
 		blk_exit();
 	} else if (r == 0) {
 		r = sys5(SYS_ppoll, fds, n, &zero, ss, KSIGSET); /* timed out: last look */
@@ -188,7 +199,7 @@ HOOK int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
 
 static int do_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *ss)
 {
-	if ((ts && (!ts_valid(ts) || ts_ns(ts) == 0)) || !hook_g())
+	if (ts_nowait(ts) || !hook_g())
 		return REAL(ppoll)(fds, n, ts, ss);
 	return (int)sysret(g_poll(fds, n, ts ? deadline_in(ts_ns(ts)) : -1, ss));
 }
@@ -213,6 +224,14 @@ HOOK int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts,
 static bool isset(const fd_set *s, int fd)
 {
 	return s && (s->fds_bits[fd / NFDBITS_] >> (fd % NFDBITS_)) & 1;
+}
+
+/* Put the caller's sets back as they were before the kernel wrote them. */
+static void sets_restore(fd_set *sets[3], const char *copy, size_t bytes)
+{
+	for (int k = 0; k < 3; k++)
+		if (sets[k])
+			memcpy(sets[k], copy + k * bytes, bytes);
 }
 
 /* select/pselect on a G that would wait.  The sets are restored from a
@@ -242,32 +261,19 @@ static long g_select(int nfds, fd_set *rs, fd_set *ws, fd_set *es, int64_t deadl
 			if (dirs)
 				fdset_add(&s, fd, dirs);
 		}
-		for (int k = 0; k < 3; k++)
-			if (sets[k])
-				memcpy(sets[k], copy + k * bytes, bytes);
+		sets_restore(sets, copy, bytes);
 		r = sys6(SYS_pselect6, nfds, (long)rs, (long)ws, (long)es, (long)&zero, (long)&sig);
 		if (r != 0 || s.unpollable || !fdset_wait(&s, deadline))
 			break;
 	}
-	if (r == 0 && s.unpollable) {
-		struct timespec ts, *tp = NULL;
-		if (deadline >= 0) {
-			int64_t left = deadline - nanotime();
-			left = left > 0 ? left : 0;
-			ts = (struct timespec){ left / NS, left % NS };
-			tp = &ts;
-		}
-		for (int k = 0; k < 3; k++)
-			if (sets[k])
-				memcpy(sets[k], copy + k * bytes, bytes);
-		blk_enter();
+	if (r == 0) { /* last look; or, if an fd cannot be parked on, block the thread */
+		struct timespec ts, *tp = s.unpollable ? ts_left(deadline, &ts) : &zero;
+		sets_restore(sets, copy, bytes);
+		if (s.unpollable)
+			blk_enter();
 		r = sys6(SYS_pselect6, nfds, (long)rs, (long)ws, (long)es, (long)tp, (long)&sig);
-		blk_exit();
-	} else if (r == 0) {
-		for (int k = 0; k < 3; k++)
-			if (sets[k])
-				memcpy(sets[k], copy + k * bytes, bytes);
-		r = sys6(SYS_pselect6, nfds, (long)rs, (long)ws, (long)es, (long)&zero, (long)&sig);
+		if (s.unpollable)
+			blk_exit();
 	}
 	fdset_free(&s);
 	if (copy != small)
@@ -299,7 +305,7 @@ HOOK int select(int nfds, fd_set *rs, fd_set *ws, fd_set *es, struct timeval *tv
 HOOK int pselect(int nfds, fd_set *rs, fd_set *ws, fd_set *es, const struct timespec *ts,
 		 const sigset_t *ss)
 {
-	if ((ts && (!ts_valid(ts) || ts_ns(ts) == 0)) || nfds < 0 || !hook_g())
+	if (ts_nowait(ts) || nfds < 0 || !hook_g())
 		return REAL(pselect)(nfds, rs, ws, es, ts, ss);
 	return (int)sysret(g_select(nfds, rs, ws, es, ts ? deadline_in(ts_ns(ts)) : -1, ss));
 }
@@ -353,7 +359,7 @@ HOOK int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeout, co
 HOOK int epoll_pwait2(int epfd, struct epoll_event *evs, int max, const struct timespec *ts,
 		      const sigset_t *ss)
 {
-	if ((ts && (!ts_valid(ts) || ts_ns(ts) == 0)) || !hook_g())
+	if (ts_nowait(ts) || !hook_g())
 		return REAL(epoll_pwait2)(epfd, evs, max, ts, ss);
 	return (int)sysret(g_epoll(epfd, evs, max, ts ? deadline_in(ts_ns(ts)) : -1, ss));
 }

@@ -141,6 +141,16 @@ bool notetsleep(struct note *n, int64_t ns)
 	return true;
 }
 
+__attribute__((noinline)) int rt_geterrno(void)
+{
+	return errno;
+}
+
+__attribute__((noinline)) void rt_seterrno(int e)
+{
+	errno = e;
+}
+
 int64_t nanotime(void)
 {
 	struct timespec ts;

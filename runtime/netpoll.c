@@ -71,6 +71,18 @@ static long epwait(struct epoll_event *evs, int n, int64_t delay)
 	return sys4(SYS_epoll_wait, netpoll_epfd, evs, n, ms);
 }
 
+static struct g *reverse(struct g *list)
+{
+	struct g *out = NULL;
+	while (list) {
+		struct g *next = list->schedlink;
+		list->schedlink = out;
+		out = list;
+		list = next;
+	}
+	return out;
+}
+
 /* Poll for ready fds; delay < 0 blocks, 0 does not, > 0 waits up to
  * delay ns.  Returns the Gs made ready, linked through schedlink. */
 struct g *netpoll(int64_t delay)
@@ -88,5 +100,5 @@ struct g *netpoll(int64_t delay)
 		}
 		pollfd_event(tag, evs[i].events, &list);
 	}
-	return list;
+	return reverse(list); /* run them in the order the events came */
 }

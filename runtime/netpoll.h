@@ -23,6 +23,7 @@
 #include <sys/syscall.h>
 
 #include "runtime.h"
+#include "waitq.h"
 
 extern int netpoll_epfd;
 extern int netpoll_breakfd;
@@ -83,7 +84,7 @@ struct pd {
 	_Atomic uint32_t rdrain;  /* rev + 1 when a read found it empty, else 0 */
 	_Atomic int64_t rtimeo;   /* SO_RCVTIMEO in ns, 0 none */
 	_Atomic int64_t wtimeo;   /* SO_SNDTIMEO in ns, 0 none */
-	struct waiter *waiters;   /* parked Gs; waiter.ticket = PD_READ|PD_WRITE wanted */
+	struct waitq waiters;     /* parked Gs, FIFO; waiter.ticket = PD_READ|PD_WRITE wanted */
 } __attribute__((aligned(64)));
 
 /* The descriptor of fd: pd_lookup never allocates (NULL if there is none

@@ -15,6 +15,7 @@
  * lock, so exactly one of event, close and deadline ends a wait.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
@@ -47,20 +48,24 @@ struct pd *pd_get(int fd)
 	struct pd *_Atomic *slot = &pdtab[fd >> CHUNK_SHIFT];
 	struct pd *c = atomic_load_explicit(slot, memory_order_acquire);
 	if (unlikely(!c)) {
+		/* libc's mmap (weft does not hook it): sanitizers see it */
 		size_t sz = CHUNK * sizeof(struct pd);
-		long p = sys6(SYS_mmap, 0, (long)sz, PROT_READ | PROT_WRITE,
-			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (p < 0 && p > -4096)
+		int e = errno;
+		void *p = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED) {
+			errno = e;
 			return NULL;
+		}
 		struct pd *want = NULL;
 		if (atomic_compare_exchange_strong_explicit(slot, &want, (struct pd *)p,
 							    memory_order_acq_rel,
 							    memory_order_acquire)) {
-			c = (struct pd *)p;
+			c = p;
 		} else {
-			(void)sys3(SYS_munmap, p, sz, 0);
+			munmap(p, sz);
 			c = want;
 		}
+		errno = e;
 	}
 	return &c[fd & (CHUNK - 1)];
 }
@@ -85,41 +90,19 @@ static uint32_t bumpseq(struct pd *d)
 	return s;
 }
 
-/* ---- waiter lists (d->lock held) ------------------------------------- */
-
-static void enqueue(struct pd *d, struct waiter *w)
-{
-	w->prev = NULL;
-	w->next = d->waiters;
-	if (d->waiters)
-		d->waiters->prev = w;
-	d->waiters = w;
-	w->queued = true;
-}
-
-static void dequeue(struct pd *d, struct waiter *w)
-{
-	if (w->prev)
-		w->prev->next = w->next;
-	else
-		d->waiters = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
-	w->next = w->prev = NULL;
-	w->queued = false;
-}
+/* ---- waiters (d->lock held; queues from waitq.h) ----------------------- */
 
 /* Take every waiter that wants one of dirs; the Gs whose wait this ends
  * go on *list.  A waiter whose claim fails was timed out or woken by
  * another fd of the same poll: it only leaves the queue. */
 static void takewaiters(struct pd *d, unsigned dirs, struct g **list)
 {
-	struct waiter *w = d->waiters;
+	struct waiter *w = d->waiters.head;
 	while (w) {
 		struct waiter *next = w->next;
 		if (w->ticket & dirs) {
 			struct g *gp = w->g;
-			dequeue(d, w);
+			waitq_remove(&d->waiters, w);
 			if (waiter_claim(w)) {
 				gp->schedlink = *list;
 				*list = gp;
@@ -149,7 +132,7 @@ static void event_locked(struct pd *d, unsigned dirs, struct g **list)
 	if (dirs & PD_WRITE)
 		atomic_store_explicit(&d->wev, atomic_load_explicit(&d->wev, memory_order_relaxed) + 1,
 				      memory_order_release);
-	if (d->waiters)
+	if (!waitq_empty(&d->waiters))
 		takewaiters(d, dirs, list);
 }
 
@@ -399,7 +382,7 @@ static void commit(void *arg)
 		lock(&d->lock);
 		stop = changed(&r[i]);
 		if (!stop)
-			enqueue(d, &r[i].w);
+			waitq_push(&d->waiters, &r[i].w);
 		unlock(&d->lock);
 	}
 	if (stop && waiter_claim(&r[0].w))
@@ -421,7 +404,7 @@ int pd_wait(struct pollreq *r, int n, int64_t deadline, int reason)
 	gp->blocking = 1;
 	bool woken = waiter_block(&r[0].w, commit, &c, reason, deadline);
 	while (atomic_load_explicit(&c.busy, memory_order_acquire))
-		__builtin_ia32_pause();
+		cpu_relax();
 	gp->blocking = 0;
 	atomic_fetch_sub(&netpollwaiters, 1);
 	int ret = woken ? 0 : -ETIMEDOUT;
@@ -432,7 +415,7 @@ int pd_wait(struct pollreq *r, int n, int64_t deadline, int reason)
 		if (!(woken && n == 1)) {
 			lock(&d->lock);
 			if (r[i].w.queued)
-				dequeue(d, &r[i].w);
+				waitq_remove(&d->waiters, &r[i].w);
 			unlock(&d->lock);
 		}
 		if (atomic_load_explicit(&d->seq, memory_order_acquire) != r[i].seq)

@@ -329,6 +329,24 @@ struct g *globrunqget(struct p *pp, int32_t max)
 
 static void retire_spare_locked(void);
 
+/* The spare list; sched.lock held.  sched.nspares counts spares in use. */
+void sparefree_put(struct p *pp)
+{
+	pp->link = sched.sparefree;
+	sched.sparefree = pp;
+	atomic_fetch_sub(&sched.nspares, 1);
+}
+
+static struct p *sparefree_get(void)
+{
+	struct p *pp = sched.sparefree;
+	if (pp) {
+		sched.sparefree = pp->link;
+		atomic_fetch_add(&sched.nspares, 1);
+	}
+	return pp;
+}
+
 /* sched.lock held. */
 void pidleput(struct p *pp)
 {
@@ -340,8 +358,7 @@ void pidleput(struct p *pp)
 		retire_spare_locked();
 	if (pp->spare && atomic_load(&sched.nretire) > 0) {
 		atomic_fetch_sub(&sched.nretire, 1);
-		pp->link = sched.sparefree;
-		sched.sparefree = pp;
+		sparefree_put(pp);
 		return;
 	}
 	pp->link = sched.pidle;
@@ -480,8 +497,7 @@ static void startm(struct p *pp, bool spinning)
 			return;
 		lock(&sched.lock);
 		if (pp->spare) {
-			pp->link = sched.sparefree;
-			sched.sparefree = pp;
+			sparefree_put(pp);
 		} else {
 			pidleput(pp);
 		}
@@ -621,7 +637,7 @@ static void gswitch(struct m *m, struct g *from, struct g *to)
 		char *fp = __builtin_frame_address(0);
 		if (fp < from->stack.low)
 			from->stack.low = fp;
-		from->errno_save = errno;
+		from->errno_save = rt_geterrno();
 		if (from->stack.kind == STACK_CANARY && !stackcanary_ok(&from->stack))
 			stack_overflow(from);
 	}
@@ -642,7 +658,7 @@ static void gswitch(struct m *m, struct g *from, struct g *to)
 	san_switch_finish(m, from);
 	afterswitch(m);
 	if (from)
-		errno = from->errno_save;
+		rt_seterrno(from->errno_save); /* on the thread we run on now */
 }
 
 /* The first code a new G runs (via weft_ctx_start). */
@@ -1010,8 +1026,7 @@ static void retire_spare_locked(void)
 		if (pp->spare) {
 			*pl = pp->link;
 			atomic_fetch_sub(&sched.npidle, 1);
-			pp->link = sched.sparefree;
-			sched.sparefree = pp;
+			sparefree_put(pp);
 			return;
 		}
 	}
@@ -1023,30 +1038,33 @@ static void givebackp(struct p *pp);
 
 /* sysmon: pp's M is stuck and Gs wait; see runtime.h.  hog: it runs G
  * code rather than sitting in a blocking call.  Blocked Ms use no CPU, so
- * spares for them are not counted (as Go makes Ms for blocked calls);
- * spares for hogs are: at most gomaxprocs of them, and never for a spare,
- * so CPU-bound Gs time-share rather than each getting a thread. */
+ * spares for them are not capped (as Go makes Ms for blocked calls).
+ * Spares for hogs are capped (HOG_SPARES_MAX): C code cannot be preempted,
+ * so each hog that must not starve the Gs behind it costs a thread, and
+ * past the cap further hogs wait for one to enter the runtime. */
+#define HOG_SPARES_MAX(procs) (4 * (procs) + 4)
 void lendp(struct p *pp, bool hog)
 {
 	if (atomic_load(&sched.npidle) > 0) {
 		wakep(); /* an idle P can take the waiting Gs: no need to lend */
 		return;
 	}
-	if (hog && (pp->spare || atomic_load(&sched.nhogspares) >= sched.gomaxprocs))
+	/* spares that still run (a lent P's spare retires only at its next
+	 * trip through the scheduler) count against the cap */
+	if (hog && atomic_load(&sched.nspares) >= HOG_SPARES_MAX(sched.gomaxprocs))
 		return;
 	if (atomic_fetch_or(&pp->flags, PF_LENT | (hog ? PF_LENT_HOG : 0)) & PF_LENT)
 		return;
 	if (hog)
 		atomic_fetch_add(&sched.nhogspares, 1);
 	lock(&sched.lock);
-	struct p *sp = sched.sparefree;
-	if (sp) {
-		sched.sparefree = sp->link;
-	} else if (atomic_load(&nallp) < MAXPROCS) {
+	struct p *sp = sparefree_get();
+	if (!sp && atomic_load(&nallp) < MAXPROCS) {
 		int32_t id = atomic_load(&nallp);
 		sp = allp[id] = newp(id);
 		sp->spare = true;
 		atomic_store(&nallp, id + 1);
+		atomic_fetch_add(&sched.nspares, 1);
 	}
 	unlock(&sched.lock);
 	if (!sp) {
@@ -1138,11 +1156,12 @@ void exitsyscall(void)
 	atomic_fetch_add_explicit(&pp->syscalltick, 1, memory_order_relaxed);
 	atomic_store_explicit(&gp->status, G_RUNNING, memory_order_relaxed);
 	if (unlikely(atomic_load_explicit(&pp->flags, memory_order_relaxed))) {
-		int e = errno;
+		/* no errno save here: a cached &errno would be the old
+		 * thread's after gpreempt switches; the runtime's own calls
+		 * keep errno, and gswitch carries it with the G */
 		givebackp(pp);
 		if (atomic_load_explicit(&pp->flags, memory_order_relaxed) & PF_PREEMPT)
 			gpreempt(m);
-		errno = e;
 	}
 }
 
@@ -1274,10 +1293,8 @@ top:;
 			while ((gp = runqget(pp, NULL)))
 				globrunqput_locked(gp);
 			releasep(m);
-			if (pp->spare) {
-				pp->link = sched.sparefree;
-				sched.sparefree = pp;
-			}
+			if (pp->spare)
+				sparefree_put(pp);
 		}
 		unlock(&sched.lock);
 		if (retire) {

@@ -262,7 +262,8 @@ struct sched {
 	_Atomic int32_t nthreadwoken; /* of those, woken but not yet running (deadlock.c) */
 	int32_t gomaxprocs;           /* active Ps */
 	_Atomic int32_t nretire;      /* spare Ps that should retire */
-	_Atomic int32_t nhogspares;   /* spares lent for hogs (capped at gomaxprocs) */
+	_Atomic int32_t nhogspares;   /* Ps lent for hogs right now */
+	_Atomic int32_t nspares;      /* spare Ps in use (not on sparefree) */
 	struct p *sparefree;          /* retired spare Ps (sched.lock) */
 	_Atomic int64_t nsyscallretake; /* sysmon: Ps retaken from blocking calls */
 	_Atomic int64_t nhogretake;   /* sysmon: Ps retaken from Gs running > 10 ms */
@@ -322,6 +323,13 @@ void enterruntime(struct m *m);
  * call.  A P is never taken away from the M that holds it. */
 void lendp(struct p *pp, bool hog);
 bool allpidle(void);
+void sparefree_put(struct p *pp); /* sched.lock held */
+
+/* errno through calls the compiler cannot merge: glibc's __errno_location
+ * is const, so code around a switch must never reuse an address computed
+ * on another thread. */
+int rt_geterrno(void);
+void rt_seterrno(int e);
 /* Return to user code on a G. */
 void leaveruntime(struct m *m);
 /* Bracket runtime work on a G (a public call that may park, ready or

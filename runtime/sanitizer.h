@@ -45,21 +45,49 @@ void __tsan_switch_to_fiber(void *fiber, unsigned flags);
  * (NULL) in a program built without it. */
 void __splitstack_getcontext(void *ctx[10]) __attribute__((weak));
 void __splitstack_setcontext(void *ctx[10]) __attribute__((weak));
+void __splitstack_block_signals(int *new_, int *old) __attribute__((weak));
 extern void *splitstack_zeroctx[10] HIDDEN; /* g0 and guarded Gs */
 void splitstack_gdead(struct g *gp) HIDDEN;
+/* Offsets from the thread pointer of libgcc's __morestack_segments and
+ * __morestack_current_segment (static TLS of the executable), or 0 if
+ * not found: then the switch goes through libgcc's functions. */
+extern ptrdiff_t splitstack_tls_segs HIDDEN, splitstack_tls_cur HIDDEN;
+
+static inline void **split_tls(ptrdiff_t off)
+{
+	char *tp;
+	__asm__("movq %%fs:0, %0" : "=r"(tp));
+	return (void **)(tp + off);
+}
 
 /* Only segmented Gs have a context of their own (g->splitctx); g0 and
- * guarded Gs share the zero one, which never changes. */
+ * guarded Gs share the zero one, which never changes.  Of the context,
+ * only the current segment and the limit change while a G runs: its
+ * segment list starts at its first segment for its whole life, and the
+ * initial-stack and signal fields are the same for every context an M
+ * runs (san_thread_start).  So the switch saves and installs just those,
+ * inline; the context array stays one libgcc can read (slot 1 current
+ * segment, slot 3 limit). */
 static inline void split_switch(struct g *from, struct g *to)
 {
 	void **fc = from ? from->splitctx : NULL;
 	void **tc = to ? to->splitctx : NULL;
+	if (!fc && !tc)
+		return;
+	if (likely(splitstack_tls_cur != 0)) {
+		if (fc) {
+			fc[1] = *split_tls(splitstack_tls_cur);
+			__asm__ volatile("movq %%fs:0x70, %0" : "=r"(fc[3]) : : "memory");
+		}
+		void **c = tc ? tc : splitstack_zeroctx;
+		*split_tls(splitstack_tls_segs) = c[0];
+		*split_tls(splitstack_tls_cur) = c[1];
+		__asm__ volatile("movq %0, %%fs:0x70" : : "r"(c[3]) : "memory");
+		return;
+	}
 	if (fc)
 		__splitstack_getcontext(fc);
-	if (tc)
-		__splitstack_setcontext(tc);
-	else if (fc)
-		__splitstack_setcontext(splitstack_zeroctx);
+	__splitstack_setcontext(tc ? tc : splitstack_zeroctx);
 }
 #endif
 
@@ -71,9 +99,14 @@ static inline void san_thread_start(struct m *m)
 #endif
 #ifdef WEFT_SPLITSTACK
 	/* g0 runs no split-stack code: give it the zero context that guarded
-	 * Gs share, instead of the limit glibc set for this thread's stack */
-	if (__splitstack_setcontext)
+	 * Gs share, instead of the limit glibc set for this thread's stack;
+	 * and no sigprocmask around segment switches on this thread, as
+	 * gccgo (docs/stacks.md) */
+	if (__splitstack_setcontext && __splitstack_block_signals) {
 		__splitstack_setcontext(splitstack_zeroctx);
+		int dont_block = 0;
+		__splitstack_block_signals(&dont_block, NULL);
+	}
 #endif
 }
 
@@ -81,10 +114,6 @@ static inline void san_gcreate(struct g *gp)
 {
 	(void)gp;
 	gp->asan_fake = NULL;
-#ifdef WEFT_TSAN
-	if (!gp->tsan_fiber)
-		gp->tsan_fiber = __tsan_create_fiber(0);
-#endif
 #ifdef WEFT_VALGRIND
 	if (!gp->valgrind_id)
 		gp->valgrind_id = VALGRIND_STACK_REGISTER(gp->stack.lo, gp->stack.hi);
@@ -128,7 +157,18 @@ static inline void san_switch_start(struct m *m, struct g *from, struct g *to)
 	__sanitizer_start_switch_fiber(save, lo, sz);
 #endif
 #ifdef WEFT_TSAN
-	__tsan_switch_to_fiber(to ? to->tsan_fiber : m->g0tsan, 0);
+	/* A G becomes a TSan fiber when it first runs, and stops being one
+	 * when it ends (san_gdestroy): TSan counts fibers against its limit of
+	 * 8128 threads, so Gs that are queued but not started hold none.
+	 * The new fiber starts from the clock of the context switching to it,
+	 * which the run queue has ordered after the G's creator. */
+	void *fiber = m->g0tsan;
+	if (to) {
+		if (!to->tsan_fiber)
+			to->tsan_fiber = __tsan_create_fiber(0);
+		fiber = to->tsan_fiber;
+	}
+	__tsan_switch_to_fiber(fiber, 0);
 #endif
 #ifdef WEFT_SPLITSTACK
 	split_switch(from, to);

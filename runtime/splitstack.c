@@ -28,11 +28,11 @@
  * the slot's usable bytes, which puts it in the top page of the slot
  * below - a page that is resident anyway - together with the context
  * array.  So a fresh G touches one page, and 100,000 of them take a
- * handful of mappings.  By default the first segment is large in address
- * space (SPLIT_DEFAULT, 1 MiB + 64 KiB, never committed until touched):
- * then a call into libweft or libc from shallow user code finds the room
- * gold demands without a new segment, so a parked segmented G costs one
- * page, as a guarded one does.  attr.stack_size (>= 16 KiB) asks for a
+ * handful of mappings (splitchunk below).  By default the first segment
+ * is large in address space (SPLIT_DEFAULT, 1 MiB + 64 KiB, committed
+ * only where touched): then a call into libweft or libc from shallow
+ * user code finds the room gold demands without a new segment, so a
+ * parked segmented G costs one page, as a guarded one does.  attr.stack_size (>= 16 KiB) asks for a
  * smaller first segment; such a G gets its ~1 MiB segment from libgcc at
  * its first call into non-split code.  Segments beyond the first come
  * from libgcc (__morestack) and go back to it.
@@ -59,6 +59,10 @@
  * requests fall back to guarded stacks with a warning): the segment
  * header is 56 bytes {prev, next, size, old_stack, dynamic_allocation,
  * free_dynamic_allocation, extra}, and context[0] is the segment list.
+ * The switch (sanitizer.h) reads and writes the current segment and the
+ * segment list through libgcc's exported per-thread variables and the
+ * limit at %fs:0x70 (the x86-64 split-stack ABI); if those cannot be
+ * found and checked against __splitstack_getcontext, it calls libgcc.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -111,10 +115,10 @@ void splitstack_free(struct stack *s)
 #include <dlfcn.h>
 
 #define PAGE 4096UL
-#define SPLIT_DEFAULT ((1UL << 20) + (64UL << 10)) /* usable bytes of a first segment */
+#define SPLIT_DEFAULT ((1UL << 20) + (64UL << 10)) /* bytes of a first segment, header included */
 #define SPLIT_MIN (16UL << 10)
 #define SPLIT_POOL_BUDGET 1024   /* free slots kept with their pages, per class */
-#define SPLIT_CHUNK (64UL << 20) /* address space per mapping */
+#define SPLIT_CHUNK (256UL << 20) /* address space per mapping */
 #define SPLIT_CHUNK_SLOTS 256
 #define NSPLITCLASSES 8
 
@@ -135,10 +139,14 @@ struct dynblock {
 	void *block;
 };
 
-/* A chunk: one mapping of equal slots.  Each slot is [record | segment
- * header | usable bytes]; the record and header of slot k+1 sit just
- * above slot k's usable bytes, in slot k's top page.
- *   base: [rec0 hdr0 | usable 0 ...][rec1 hdr1 | usable 1 ...] ...
+/* A chunk: one mapping of equal slots, a page multiple each.  A slot is
+ * [record | segment header | usable bytes], and slots start SLOTHEAD
+ * bytes below a page boundary: the usable bytes start on a page, and
+ * the record and header of slot k+1 end slot k's top page, just above
+ * the first frames of slot k's G.  A parked G with a shallow stack
+ * keeps one page resident.
+ *   base: [..pad..rec0 hdr0|usable 0 ... rec1 hdr1|usable 1 ... rec2 ...
+ *                          ^ page                      ^ page
  */
 struct splitchunk {
 	char *base;
@@ -158,11 +166,10 @@ struct splitrec {
 	struct splitchunk *chunk;
 	uint32_t slot;
 };
-#define SLOTHEAD 160            /* bytes below lo: record + header, 16-aligned */
+#define SLOTHEAD 160            /* record + header below the usable bytes, 16-aligned */
 
 struct splitclass {
-	size_t usable;             /* key */
-	size_t slotlen;            /* SLOTHEAD + usable */
+	size_t slotlen;            /* key: the size asked for, page multiple */
 	uint32_t nslots;           /* per chunk */
 	struct splitchunk *partial;
 	int64_t nfree;             /* free slots in this class */
@@ -184,17 +191,12 @@ extern void __splitstack_block_signals_context(void *[10], int *, int *) __attri
 
 static struct splitrec *slotrec(struct splitchunk *c, uint32_t i)
 {
-	return (struct splitrec *)(c->base + (size_t)i * c->cls->slotlen);
+	return (struct splitrec *)(c->base + PAGE - SLOTHEAD + (size_t)i * c->cls->slotlen);
 }
 
 static struct seghdr *rechdr(struct splitrec *r)
 {
 	return (struct seghdr *)((char *)r + SLOTHEAD - sizeof(struct seghdr));
-}
-
-static char *reclo(struct splitrec *r)
-{
-	return (char *)r + SLOTHEAD;
 }
 
 /* Is libgcc's split-stack support here and laid out as we expect? */
@@ -220,6 +222,47 @@ static bool splitcheck(void)
 	return ok;
 }
 
+ptrdiff_t splitstack_tls_segs HIDDEN, splitstack_tls_cur HIDDEN;
+
+/* libgcc's per-thread segment list and current segment, in the
+ * executable's static TLS ("shared by all split stack code across shared
+ * library boundaries", so exported).  Weak: in a program without
+ * -fsplit-stack they resolve to offset 0, which no TLS variable has. */
+extern __thread void *__morestack_segments __attribute__((weak, tls_model("initial-exec")));
+extern __thread void *__morestack_current_segment
+	__attribute__((weak, tls_model("initial-exec")));
+
+/* Where those are, as offsets from the thread pointer, for split_switch
+ * to save and restore them inline (the executable's TLS is static: the
+ * same offset in every thread).  Checked against __splitstack_getcontext
+ * both ways; if anything disagrees, switches call libgcc instead. */
+static void tlsfind(void)
+{
+	char *tp;
+	__asm__("movq %%fs:0, %0" : "=r"(tp));
+	char *segs = (char *)&__morestack_segments;
+	char *cur = (char *)&__morestack_current_segment;
+	if (segs == tp || cur == tp)
+		return;
+	void *ctx[10], *guard;
+	__splitstack_getcontext(ctx);
+	__asm__ volatile("movq %%fs:0x70, %0" : "=r"(guard));
+	if (ctx[0] != *(void **)segs || ctx[1] != *(void **)cur || ctx[3] != guard)
+		return;
+	/* and the other way: a change made through the offsets is what
+	 * libgcc then reads */
+	void *save[10];
+	__splitstack_getcontext(save);
+	*(void **)(tp + (cur - tp)) = (void *)save;
+	__splitstack_getcontext(ctx);
+	bool ok = ctx[1] == (void *)save;
+	__splitstack_setcontext(save);
+	if (!ok)
+		return;
+	splitstack_tls_segs = segs - tp;
+	splitstack_tls_cur = cur - tp;
+}
+
 static bool splitusable(void)
 {
 	int s = atomic_load_explicit(&splitstate, memory_order_acquire);
@@ -235,22 +278,23 @@ static bool splitusable(void)
 			defusable = (weftenv.stacksize + PAGE - 1) & ~(PAGE - 1);
 		libc_free = (void (*)(void *))dlsym(RTLD_DEFAULT, "free");
 		s = splitcheck() && libc_free ? 1 : -1;
+		if (s > 0)
+			tlsfind();
 		atomic_store_explicit(&splitstate, s, memory_order_release);
 	}
 	unlock(&splitlock);
 	return s > 0;
 }
 
-static struct splitclass *classfor(size_t usable)
+static struct splitclass *classfor(size_t slotlen)
 {
 	for (int i = 0; i < nclasses; i++)
-		if (classes[i].usable == usable)
+		if (classes[i].slotlen == slotlen)
 			return &classes[i];
 	if (nclasses == NSPLITCLASSES)
 		return NULL;
 	struct splitclass *c = &classes[nclasses++];
-	c->usable = usable;
-	c->slotlen = SLOTHEAD + usable;
+	c->slotlen = slotlen;
 	size_t n = SPLIT_CHUNK / c->slotlen;
 	c->nslots = n < 1 ? 1 : n > SPLIT_CHUNK_SLOTS ? SPLIT_CHUNK_SLOTS : (uint32_t)n;
 	return c;
@@ -283,7 +327,7 @@ static struct splitchunk *newchunk(struct splitclass *cls)
 	struct splitchunk *c = rtalloc(sizeof *c + n * (sizeof(uint32_t) + 1));
 	if (!c)
 		return NULL;
-	size_t len = ((size_t)n * cls->slotlen + PAGE - 1) & ~(PAGE - 1);
+	size_t len = PAGE + (size_t)n * cls->slotlen; /* a page multiple */
 	char *base = mmap(NULL, len, PROT_READ | PROT_WRITE,
 			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
 	if (base == MAP_FAILED) {
@@ -321,12 +365,12 @@ static struct splitrec *takeslot(struct splitclass *cls)
 	r->slot = i;
 	struct seghdr *h = rechdr(r);
 	memset(h, 0, sizeof *h);
-	h->size = cls->usable;
+	h->size = cls->slotlen - SLOTHEAD;
 	/* the first frames go at the top: commit that page now (a fault costs
 	 * far more than this) */
-	char *top = (char *)(((uintptr_t)(reclo(r) + cls->usable) - 1) & ~(PAGE - 1));
+	char *top = (char *)(((uintptr_t)r + cls->slotlen - 1) & ~(PAGE - 1));
 	if (madvise(top, PAGE, MADV_POPULATE_WRITE) != 0)
-		*(volatile char *)(reclo(r) + cls->usable - 1) = 0;
+		*(volatile char *)((char *)r + cls->slotlen - 1) = 0;
 	return r;
 }
 
@@ -352,7 +396,7 @@ static void putslot(struct splitchunk *c, uint32_t i)
 	}
 	uintptr_t a = (uintptr_t)slotrec(c, i), b = a + cls->slotlen;
 	uintptr_t first = a & ~(PAGE - 1), last = (b + PAGE - 1) & ~(PAGE - 1);
-	if (first < a && c->used[i - 1])
+	if (first < a && i > 0 && c->used[i - 1])
 		first += PAGE;
 	if (last > b && i + 1 < c->ncarved && c->used[i + 1])
 		last -= PAGE;
@@ -405,11 +449,13 @@ static void resetrec(struct splitrec *r)
 	__splitstack_block_signals_context(r->ctx, &dont_block, NULL);
 }
 
-/* A first segment of 'usable' bytes as a stack for proc.c. */
-static int splitalloc(struct stack *s, size_t usable)
+/* A first segment as a stack for proc.c: the whole slot of 'size' bytes
+ * (record and header at the bottom), so that stacksize() is what was
+ * asked for. */
+static int splitalloc(struct stack *s, size_t size)
 {
 	lock(&splitlock);
-	struct splitclass *cls = classfor(usable);
+	struct splitclass *cls = classfor(size);
 	struct splitrec *r = cls ? takeslot(cls) : NULL;
 	unlock(&splitlock);
 	if (!r) {
@@ -417,8 +463,8 @@ static int splitalloc(struct stack *s, size_t usable)
 		return -1;
 	}
 	resetrec(r);
-	s->lo = reclo(r);
-	s->hi = s->lo + usable;
+	s->lo = (char *)r;
+	s->hi = s->lo + size;
 	s->chunk = (struct stackchunk *)(void *)r;
 	s->slot = 0;
 	s->kind = STACK_SEGMENTED;
@@ -461,13 +507,13 @@ int splitstack_prepare(struct g *gp, const weft_attr_t *attr)
 	size_t size = attr ? attr->stack_size : 0;
 	if (kind != WEFT_STACK_SEGMENTED || !splitusable())
 		return guarded_prepare(gp, size);
-	size_t usable = size ? (size + PAGE - 1) & ~(PAGE - 1) : defusable;
-	if (gp->stack.kind == STACK_SEGMENTED && stacksize(&gp->stack) == usable) {
+	size_t want = size ? (size + PAGE - 1) & ~(PAGE - 1) : defusable;
+	if (gp->stack.kind == STACK_SEGMENTED && stacksize(&gp->stack) == want) {
 		gp->splitctx = ((struct splitrec *)(void *)gp->stack.chunk)->ctx; /* reset at exit */
 		return 0;
 	}
 	struct stack s;
-	if (splitalloc(&s, usable) != 0)
+	if (splitalloc(&s, want) != 0)
 		return -1;
 	if (gp->stack.lo)
 		stackfree(curp(), &gp->stack);

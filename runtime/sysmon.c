@@ -6,6 +6,7 @@
  *     M: an idle P if there is one, else a spare P lent for as long as the
  *     M stays stuck (lendp, proc.c); a hog is also asked to yield at its
  *     next runtime call;
+ *   - fires timers more than 1 ms overdue on a P whose M is stuck;
  *   - polls the network if nobody has for 10 ms;
  *   - prints the schedtrace line (WEFT_DEBUG=schedtrace=<ms>);
  *   - about once a second, unmaps stack chunks the pool no longer needs.
@@ -23,6 +24,7 @@
 #define SYSCALL_RETAKE_NS (20 * 1000)
 #define HOG_RETAKE_NS (10 * 1000 * 1000)
 #define POLL_IDLE_NS (10 * 1000 * 1000)
+#define TIMER_LATE_NS (1000 * 1000) /* a P's timer this overdue: sysmon fires it */
 #define SCAVENGE_NS (1000 * 1000 * 1000) /* return free stack chunks about once a second */
 
 static void usleep_ns(int64_t ns)
@@ -49,6 +51,14 @@ static int retake(int64_t now)
 		if (PSTATUS(atomic_load(&pp->state)) != P_RUNNING) {
 			pp->sm_when = 0;
 			continue;
+		}
+		/* timers the owner is not getting to (it runs one G without a
+		 * switch, or sits in a call): fire them from here; the Gs they
+		 * ready go to the global queue, where any M can take them */
+		int64_t t0 = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
+		if (t0 && now - t0 > TIMER_LATE_NS) {
+			checktimers(pp, now);
+			n++;
 		}
 		/* acquire: pairs with entersyscall's release */
 		bool insys = atomic_load_explicit(&pp->insyscall, memory_order_acquire);

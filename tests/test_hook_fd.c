@@ -370,6 +370,12 @@ G_TEST(hook_fd, regular_files, 20)
 	fd = openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
 	CHECK(fd >= 0);
 	CHECK(__pread_chk(fd, buf, 5, 0, sizeof buf) == 5);
+	struct stat64 st64;
+	CHECK(fstat64(fd, &st64) == 0 && st64.st_size == 11);
+	CHECK(statx(fd, "", AT_EMPTY_PATH, STATX_SIZE, &(struct statx){ 0 }) == 0);
+	close(fd);
+	fd = open64(path, O_WRONLY | O_APPEND);
+	CHECK(fd >= 0 && write(fd, "!", 1) == 1);
 	close(fd);
 	CHECK(unlink(path) == 0);
 	CHECK(open(path, O_RDONLY) == -1 && err() == ENOENT);

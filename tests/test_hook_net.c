@@ -316,12 +316,14 @@ struct source {
 	int fd;
 	const char *buf;
 	size_t n;
+	weft_wg_t done;
 };
 
 static void source_write(void *arg)
 {
 	struct source *s = arg;
 	CHECK(write(s->fd, s->buf, s->n) == (ssize_t)s->n);
+	weft_wg_done(&s->done);
 }
 
 static void wait_ok(_Atomic int *ok)
@@ -376,10 +378,12 @@ G_TEST(hook_net, large_writes_whole, 60)
 
 	/* MSG_WAITALL gets all of it in one call */
 	char *in = malloc(BIG);
-	struct source src = { sv[0], buf, BIG };
+	struct source src = { sv[0], buf, BIG, WEFT_WG_INIT };
+	weft_wg_add(&src.done, 1);
 	weft_go(source_write, &src);
 	CHECK(recv(sv[1], in, BIG, MSG_WAITALL) == BIG);
 	CHECK(memcmp(in, buf, BIG) == 0);
+	weft_wg_wait(&src.done);
 	free(in);
 	close(sv[0]);
 	close(sv[1]);

@@ -5,6 +5,7 @@
  * a G made non-blocking underneath still blocks; a process that never
  * starts the runtime is untouched.
  */
+#define _LARGEFILE64_SOURCE
 #include "test_hook.h"
 
 #include <fcntl.h>
@@ -251,6 +252,12 @@ static void thread_fds(void)
 	CHECK(fstatat(AT_FDCWD, path, &st, 0) == 0);
 	struct statx sx;
 	CHECK(statx(AT_FDCWD, path, 0, STATX_SIZE, &sx) == 0 && sx.stx_size == 9);
+	struct stat64 st64;
+	CHECK(fstat64(fd, &st64) == 0 && st64.st_size == 9);
+	CHECK(stat64(path, &st64) == 0 && lstat64(path, &st64) == 0);
+	CHECK(fstatat64(AT_FDCWD, path, &st64, 0) == 0);
+	CHECK(preadv64(fd, &iov, 1, 0) == 2 && pwritev64(fd, &iov, 1, 7) == 2);
+	CHECK(fcntl64(fd, F_GETFD) >= 0);
 	close(fd);
 	CHECK(stat("/nonexistent/weft", &st) == -1 && err() == ENOENT);
 	fd = open(path, O_RDONLY);
@@ -260,6 +267,15 @@ static void thread_fds(void)
 	CHECK(fd >= 0);
 	close(fd);
 	fd = creat(path, 0600);
+	CHECK(fd >= 0);
+	close(fd);
+	fd = creat64(path, 0600);
+	CHECK(fd >= 0);
+	close(fd);
+	fd = open64(path, O_RDONLY);
+	CHECK(fd >= 0);
+	close(fd);
+	fd = openat64(AT_FDCWD, path, O_RDONLY);
 	CHECK(fd >= 0);
 	close(fd);
 	FILE *f = fopen(path, "r");
@@ -280,6 +296,9 @@ static void thread_fds(void)
 	int herr;
 	CHECK(gethostbyname_r("localhost", &he, hb, sizeof hb, &hp, &herr) == 0 && hp);
 	CHECK(gethostbyname("localhost") != NULL);
+	CHECK(gethostbyname2_r("localhost", AF_INET, &he, hb, sizeof hb, &hp, &herr) == 0 && hp);
+	struct in_addr lo = { htonl(INADDR_LOOPBACK) };
+	CHECK(gethostbyaddr_r(&lo, sizeof lo, AF_INET, &he, hb, sizeof hb, &hp, &herr) == 0);
 }
 
 /* ---- signals: EINTR exactly where the kernel gives it ------------------------------------ */
