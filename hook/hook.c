@@ -31,17 +31,6 @@ void *hook_resolve(void *_Atomic *slot, const char *name)
 	return p;
 }
 
-/* ---- errno ------------------------------------------------------------- */
-
-__attribute__((noipa)) int errno_get(void)
-{
-	return errno;
-}
-
-__attribute__((noipa)) void errno_set(int e)
-{
-	errno = e;
-}
 
 /* ---- blocking calls ------------------------------------------------------ */
 

@@ -50,8 +50,16 @@ static inline void *hook_real(void *_Atomic *slot, const char *name)
 
 /* ---- errno ------------------------------------------------------------- */
 
-int errno_get(void) HIDDEN;
-void errno_set(int e) HIDDEN;
+/* errno through opaque calls (runtime/lock.c): never a cached &errno */
+static inline int errno_get(void)
+{
+	return rt_geterrno();
+}
+
+static inline void errno_set(int e)
+{
+	rt_seterrno(e);
+}
 
 /* A raw result (value or -errno) as libc returns it. */
 static inline long sysret(long r)

@@ -141,12 +141,12 @@ bool notetsleep(struct note *n, int64_t ns)
 	return true;
 }
 
-__attribute__((noinline)) int rt_geterrno(void)
+__attribute__((noipa)) int rt_geterrno(void)
 {
 	return errno;
 }
 
-__attribute__((noinline)) void rt_seterrno(int e)
+__attribute__((noipa)) void rt_seterrno(int e)
 {
 	errno = e;
 }
