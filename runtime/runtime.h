@@ -457,6 +457,8 @@ bool waiter_block(struct waiter *w, void (*unlockf)(void *arg), void *arg,
 		  int reason, int64_t deadline);
 bool waiter_claim(struct waiter *w);
 void waiter_wake(struct waiter *w);
+struct waiter *waiters_claim(struct waiter *list); /* all of a list, under the lock */
+void waiters_wake(struct waiter *wake);            /* then these, after it */
 
 /* spin lock for public types whose layout users see (uint32_t word) */
 void spinlock(uint32_t *l);

@@ -63,6 +63,33 @@ void waiter_wake(struct waiter *w)
 	notewakeup(&w->note);
 }
 
+/* Claim every waiter of a detached list (linked by next), under the
+ * primitive's lock; returns those whose wake-up is ours (timed-out ones
+ * are dropped).  Wake them with waiters_wake after unlocking. */
+struct waiter *waiters_claim(struct waiter *list)
+{
+	struct waiter *wake = NULL;
+	while (list) {
+		struct waiter *w = list;
+		list = w->next;
+		w->queued = false;
+		if (waiter_claim(w)) {
+			w->next = wake;
+			wake = w;
+		}
+	}
+	return wake;
+}
+
+void waiters_wake(struct waiter *wake)
+{
+	while (wake) {
+		struct waiter *w = wake;
+		wake = w->next; /* read before the wake: w may vanish after it */
+		waiter_wake(w);
+	}
+}
+
 /* Deadline timer of a parked G: arg is the G, seq its wait. */
 static void waiter_timeout(void *arg, uintptr_t seq)
 {
@@ -203,23 +230,9 @@ void weft_wg_add(weft_wg_t *wg, int64_t delta)
 		list = wg->_waiters;
 		wg->_waiters = NULL;
 	}
-	/* claim under the lock; wake after it */
-	struct waiter *wake = NULL;
-	while (list) {
-		struct waiter *w = list;
-		list = w->next;
-		w->queued = false;
-		if (waiter_claim(w)) {
-			w->next = wake;
-			wake = w;
-		}
-	}
+	struct waiter *wake = waiters_claim(list);
 	spinunlock(&wg->_lock);
-	while (wake) {
-		struct waiter *w = wake;
-		wake = w->next;
-		waiter_wake(w);
-	}
+	waiters_wake(wake);
 }
 
 void weft_wg_done(weft_wg_t *wg)

@@ -546,24 +546,10 @@ void weft_once(weft_once_t *o, void (*fn)(void))
 		spinlock(&o->_lock);
 		/* release: pairs with the fast path's acquire */
 		__atomic_store_n(&o->_state, ONCE_DONE, __ATOMIC_RELEASE);
-		struct waiter *list = o->_waiters;
+		struct waiter *wake = waiters_claim(o->_waiters);
 		o->_waiters = NULL;
-		struct waiter *wake = NULL;
-		while (list) {
-			struct waiter *w = list;
-			list = w->next;
-			w->queued = false;
-			if (waiter_claim(w)) {
-				w->next = wake;
-				wake = w;
-			}
-		}
 		spinunlock(&o->_lock);
-		while (wake) {
-			struct waiter *w = wake;
-			wake = w->next;
-			waiter_wake(w);
-		}
+		waiters_wake(wake);
 	} else if (st == ONCE_RUNNING) {
 		struct waiter w;
 		waiter_init(&w);
