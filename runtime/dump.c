@@ -381,6 +381,12 @@ int dump_nthreads(void)
 	return atomic_load(&ndumpers);
 }
 
+/* A child of fork has no dumper thread (fork.c). */
+void dump_afterfork_child(void)
+{
+	atomic_store(&ndumpers, 0);
+}
+
 void dump_init(void)
 {
 	extern int (*rt_pthread_create)(pthread_t *, const pthread_attr_t *,

@@ -25,6 +25,7 @@
 #include "netpoll.h"
 
 extern struct lock allglock, stacklock, wakelock;
+void dump_afterfork_child(void) __attribute__((weak));
 
 static inline void unlocked(struct lock *l)
 {
@@ -159,5 +160,7 @@ void runtime_afterfork_child(void)
 	atomic_store(&sched.lastpoll, nanotime());
 	atomic_store(&coarsenow, nanotime());
 
+	if (dump_afterfork_child)
+		dump_afterfork_child();
 	sysmon_start();
 }

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# demo.sh -- make demo: an unmodified thread-per-connection server on weft.
+#
+# examples/echo_threads.c is a classic echo server: one pthread per
+# connection, blocking read/write, built without weft and knowing nothing
+# of it.  The demo runs it twice under the same load - natively, then
+# under "weft run --procs 2" (its pthreads become green threads on two
+# processors) - and prints the two side by side.
+#
+# Load: bench/loadgen, DEMO_CONNS concurrent connections (default 10000),
+# each a closed loop of 64-byte messages, 1 s warm-up then DEMO_SECS
+# (default 3) measured; bench/echo_server_run.sh pins the server to CPU 0
+# and the load generator to CPU 1 and samples the server's CPU, threads
+# (/proc/PID/status) and peak RSS (VmHWM).  Kernel memory is the rise of
+# KernelStack + PageTables in /proc/meminfo while the server runs (per-
+# thread kernel stacks and page tables; socket buffers, the same in both
+# runs, are not counted).
+#
+# Environment: BUILD (default build), DEMO_CONNS, DEMO_SECS, DEMO_PROCS
+# (default 2).  The soft fd limit is raised to the hard limit.
+set -u
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build="$root/${BUILD:-build}"
+conns=${DEMO_CONNS:-10000}
+secs=${DEMO_SECS:-3}
+procs=${DEMO_PROCS:-2}
+server="$build/examples/echo_threads"
+weft="$build/bin/weft"
+run="$root/bench/echo_server_run.sh"
+
+for f in "$server" "$weft" "$build/bench/loadgen" "$build/lib/libweft_preload.so"; do
+	[ -e "$f" ] || { echo "demo: $f is missing (make demo builds it)" >&2; exit 2; }
+done
+
+# one descriptor per connection on each side, plus a few
+ulimit -n "$(ulimit -Hn)" 2>/dev/null
+nofile=$(ulimit -n)
+if [ "$nofile" != unlimited ] && [ "$conns" -gt $((nofile - 64)) ]; then
+	echo "demo: the fd limit is $nofile; running $((nofile - 64)) connections, not $conns" >&2
+	conns=$((nofile - 64))
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/weft-demo.XXXXXX") || exit 2
+sampler=""
+cleanup() {
+	[ -n "$sampler" ] && kill "$sampler" 2>/dev/null && wait "$sampler" 2>/dev/null
+	sampler=""
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# KernelStack + PageTables now, in KiB
+kmem() {
+	awk '/^(KernelStack|PageTables):/ { s += $2 } END { print s }' /proc/meminfo
+}
+
+# Sample kmem until killed; write the highest to $1.
+sample() {
+	local max=0 v
+	trap 'echo "$max" > "$1"; exit 0' TERM
+	while :; do
+		v=$(kmem)
+		[ "$v" -gt "$max" ] && max=$v
+		sleep 0.2
+	done
+}
+
+# measure NAME CMD...: one echo_server_run.sh line in $tmp/NAME, the
+# kernel memory rise in $tmp/NAME.kmem
+measure() {
+	local name=$1
+	shift
+	local base
+	base=$(kmem)
+	sample "$tmp/$name.max" &
+	sampler=$!
+	BUILD=${BUILD:-build} "$run" -n "$name" -c "$conns" -d "$secs" -w 1 -- "$@" \
+		>"$tmp/$name" 2>"$tmp/$name.err"
+	local rc=$?
+	kill "$sampler" 2>/dev/null
+	wait "$sampler" 2>/dev/null
+	sampler=""
+	echo $(($(cat "$tmp/$name.max" 2>/dev/null || echo "$base") - base)) >"$tmp/$name.kmem"
+	if [ ! -s "$tmp/$name" ]; then
+		echo "demo: the $name run failed:" >&2
+		cat "$tmp/$name.err" >&2
+		exit 1
+	fi
+	[ "$rc" -eq 0 ] || echo "demo: loadgen reported errors in the $name run (status $rc)" >&2
+}
+
+field() { # field FILE KEY
+	tr ' ' '\n' <"$1" | sed -n "s/^$2=//p"
+}
+
+echo "weft demo: examples/echo_threads - one pthread per connection, blocking read/write,"
+echo "built without weft.  $conns connections, 64-byte messages, $secs s measured."
+echo "running it natively ..."
+measure native "$server"
+echo "running it under weft run --procs $procs ..."
+measure weft "$weft" run --procs "$procs" -- "$server"
+
+n="$tmp/native" w="$tmp/weft"
+mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
+ms() { awk -v u="$1" 'BEGIN { printf "%.1f", u / 1000 }'; }
+
+echo
+printf "%-28s %16s %22s %10s\n" "" "native" "weft run --procs $procs" "weft/native"
+row() { printf "%-28s %16s %22s %10s\n" "$1" "$2" "$3" "$4"; }
+row "connections served" "$(field "$n" connected)/$conns" "$(field "$w" connected)/$conns" ""
+row "messages per second" "$(field "$n" msgs_per_sec)" "$(field "$w" msgs_per_sec)" \
+	"$(ratio "$(field "$w" msgs_per_sec)" "$(field "$n" msgs_per_sec)")"
+row "p99 latency (ms)" "$(ms "$(field "$n" p99_us)")" "$(ms "$(field "$w" p99_us)")" \
+	"$(ratio "$(field "$w" p99_us)" "$(field "$n" p99_us)")"
+row "server CPU per message (us)" "$(field "$n" cpu_us_per_msg)" "$(field "$w" cpu_us_per_msg)" \
+	"$(ratio "$(field "$w" cpu_us_per_msg)" "$(field "$n" cpu_us_per_msg)")"
+row "mismatched bytes" "$(field "$n" mismatched_bytes)" "$(field "$w" mismatched_bytes)" ""
+row "server OS threads" "$(field "$n" threads)" "$(field "$w" threads)" ""
+row "server peak RSS (MiB)" "$(mib "$(field "$n" rss_kib)")" "$(mib "$(field "$w" rss_kib)")" \
+	"$(ratio "$(field "$w" rss_kib)" "$(field "$n" rss_kib)")"
+row "kernel stacks+tables (MiB)" "$(mib "$(cat "$n.kmem")")" "$(mib "$(cat "$w.kmem")")" \
+	"$(ratio "$(cat "$w.kmem")" "$(cat "$n.kmem")")"
+echo
+echo "Same binary, no source change: under weft each pthread is a green thread that"
+echo "parks in read() instead of holding an OS thread.  docs/preload.md explains how."

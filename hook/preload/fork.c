@@ -1,0 +1,349 @@
+/*
+ * fork.c - fork, exec and child processes under the shim.
+ *
+ * fork: an atfork child handler (registered once the runtime is up, so
+ * after jemalloc's own) rebuilds the runtime in the child: one M (the
+ * forking thread), the forking G the only thread (runtime/fork.c).
+ * vfork is fork: a vfork child shares our memory, and the hooks it would
+ * run (dup2, close) would rewrite the parent's scheduler and fd state.
+ *
+ * exec and spawn: weft makes files non-blocking underneath for Gs.  A
+ * program started from here must not inherit that, so before an exec
+ * (and before posix_spawn, system, popen, whose children glibc starts
+ * without going through us) every inherited file weft had made
+ * non-blocking gets its blocking mode back, and from then on weft treats
+ * it as a file that blocks (entersyscall), as Go does for files it hands
+ * to a child.
+ *
+ * wait*: blocking calls, run under entersyscall on a G.
+ */
+#include "shim.h"
+
+#include <alloca.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+void runtime_afterfork_child(void) HIDDEN;
+
+static void atfork_child(void)
+{
+	runtime_afterfork_child();
+	gthr_afterfork_child();
+	sig_afterfork_child();
+}
+
+void shim_fork_init(void)
+{
+	pthread_atfork(NULL, NULL, atfork_child);
+}
+
+HOOK pid_t vfork(void)
+{
+	return fork();
+}
+
+pid_t __vfork(void);
+HOOK pid_t __vfork(void)
+{
+	return fork();
+}
+
+/* ---- blocking mode back for inherited files ----------------------------------- */
+
+/* fd will be shared with another program: blocking again, for good. */
+static void unblock(int fd, struct pd *d)
+{
+	lock(&d->lock);
+	uint32_t f = atomic_load_explicit(&d->flags, memory_order_acquire);
+	if ((f & (PD_NBSET | PD_USERNB)) == PD_NBSET) {
+		long fl = sys3(SYS_fcntl, fd, F_GETFL, 0);
+		if (fl >= 0 && (fl & O_NONBLOCK))
+			(void)sys3(SYS_fcntl, fd, F_SETFL, fl & ~O_NONBLOCK);
+		f = (f & ~(uint32_t)(PD_NBSET | PD_DRAINOK)) | PD_SYSCALL;
+		atomic_store_explicit(&d->flags, f, memory_order_release);
+	}
+	unlock(&d->lock);
+}
+
+static bool nbset(struct pd *d)
+{
+	return (atomic_load_explicit(&d->flags, memory_order_acquire) & (PD_NBSET | PD_USERNB)) ==
+	       PD_NBSET;
+}
+
+/* Every fd that survives exec (no FD_CLOEXEC). */
+static void unblock_inherited(void)
+{
+	struct rlimit rl;
+	long max = 1L << 22;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    (long)rl.rlim_cur < max)
+		max = (long)rl.rlim_cur;
+	for (int fd = 0; fd < max; fd++) {
+		struct pd *d = pd_lookup(fd);
+		if (!d) {
+			fd |= 63; /* no descriptors made in this stretch */
+			continue;
+		}
+		if (!nbset(d))
+			continue;
+		long fdfl = sys3(SYS_fcntl, fd, F_GETFD, 0);
+		if (fdfl >= 0 && !(fdfl & FD_CLOEXEC))
+			unblock(fd, d);
+	}
+}
+
+/* glibc's file actions (spawn_int.h): what a posix_spawn child dup2s. */
+struct spawn_action {
+	int tag; /* 1: dup2 */
+	union {
+		struct {
+			int fd, newfd;
+		} dup2;
+		void *pad[3]; /* the open action: fd, path, oflag, mode */
+	} a;
+};
+_Static_assert(sizeof(struct spawn_action) == 32, "glibc's struct __spawn_action");
+
+struct spawn_actions {
+	int allocated, used;
+	struct spawn_action *actions;
+	int pad[16];
+};
+_Static_assert(sizeof(struct spawn_actions) == sizeof(posix_spawn_file_actions_t),
+	       "posix_spawn_file_actions_t size");
+
+static void unblock_spawned(const posix_spawn_file_actions_t *fa)
+{
+	unblock_inherited();
+	const struct spawn_actions *s = (const struct spawn_actions *)(const void *)fa;
+	for (int i = 0; s && s->actions && i < s->used; i++) {
+		if (s->actions[i].tag != 1)
+			continue;
+		int fd = s->actions[i].a.dup2.fd;
+		struct pd *d = pd_lookup(fd);
+		if (d && nbset(d))
+			unblock(fd, d);
+	}
+}
+
+/* ---- exec ---------------------------------------------------------------------------- */
+
+DEFREAL(execve);
+DEFREAL(execv);
+DEFREAL(execvp);
+DEFREAL(execvpe);
+DEFREAL(fexecve);
+DEFREAL(execveat);
+
+/* Run call with the program's signal mask on this thread (an M blocks
+ * asynchronous signals; the new program or child inherits the mask). */
+#define WITH_P(type, call)                                      \
+	({                                                      \
+		sigset_t saved_;                                \
+		bool p_ = sig_active();                         \
+		if (p_)                                         \
+			sig_use_p(&saved_);                     \
+		type r_ = (call);                               \
+		if (p_) {                                       \
+			int e_ = errno_get();                   \
+			sig_restore(&saved_);                   \
+			errno_set(e_);                          \
+		}                                               \
+		r_;                                             \
+	})
+
+/* An exec: with the program's mask, and no runtime thread started while
+ * it runs. */
+#define EXEC(call)                                              \
+	({                                                      \
+		sig_exec_begin();                               \
+		int x_ = WITH_P(int, call);                     \
+		int xe_ = errno_get();                          \
+		sig_exec_end();                                 \
+		errno_set(xe_);                                 \
+		x_;                                             \
+	})
+
+HOOK int execve(const char *path, char *const argv[], char *const envp[])
+{
+	unblock_inherited();
+	return EXEC(REAL(execve)(path, argv, envp));
+}
+
+HOOK int execv(const char *path, char *const argv[])
+{
+	unblock_inherited();
+	return EXEC(REAL(execv)(path, argv));
+}
+
+HOOK int execvp(const char *file, char *const argv[])
+{
+	unblock_inherited();
+	return EXEC(REAL(execvp)(file, argv));
+}
+
+HOOK int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	unblock_inherited();
+	return EXEC(REAL(execvpe)(file, argv, envp));
+}
+
+HOOK int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	unblock_inherited();
+	return EXEC(REAL(fexecve)(fd, argv, envp));
+}
+
+HOOK int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
+{
+	unblock_inherited();
+	return EXEC(REAL(execveat)(dirfd, path, argv, envp, flags));
+}
+
+/* execl and friends: glibc's call execve internally, so gather the
+ * arguments and go through the hooks above. */
+#define GATHER(first, argv, envp_out)                                   \
+	do {                                                            \
+		va_list ap;                                             \
+		size_t n = 1;                                           \
+		va_start(ap, first);                                    \
+		while (va_arg(ap, char *))                              \
+			n++;                                            \
+		va_end(ap);                                             \
+		argv = alloca((n + 1) * sizeof(char *));                \
+		argv[0] = (char *)(first);                              \
+		va_start(ap, first);                                    \
+		for (size_t i = 1; i <= n; i++)                         \
+			argv[i] = i < n ? va_arg(ap, char *) : NULL;    \
+		if (i_want_envp)                                        \
+			(void)va_arg(ap, char *), envp_out = va_arg(ap, char **); \
+		va_end(ap);                                             \
+	} while (0)
+
+HOOK int execl(const char *path, const char *arg, ...)
+{
+	char **argv, **envp = NULL;
+	const bool i_want_envp = false;
+	GATHER(arg, argv, envp);
+	(void)envp;
+	return execv(path, argv);
+}
+
+HOOK int execlp(const char *file, const char *arg, ...)
+{
+	char **argv, **envp = NULL;
+	const bool i_want_envp = false;
+	GATHER(arg, argv, envp);
+	(void)envp;
+	return execvp(file, argv);
+}
+
+HOOK int execle(const char *path, const char *arg, ...)
+{
+	char **argv, **envp = NULL;
+	const bool i_want_envp = true;
+	GATHER(arg, argv, envp);
+	return execve(path, argv, envp);
+}
+
+/* ---- spawn ------------------------------------------------------------------------------ */
+
+DEFREAL(posix_spawn);
+DEFREAL(posix_spawnp);
+DEFREAL(system);
+DEFREAL(popen);
+DEFREAL(pclose);
+
+HOOK int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+		     const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	unblock_spawned(fa);
+	return WITH_P(int, REAL(posix_spawn)(pid, path, fa, attr, argv, envp));
+}
+
+HOOK int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+		      const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	unblock_spawned(fa);
+	return WITH_P(int, REAL(posix_spawnp)(pid, file, fa, attr, argv, envp));
+}
+
+HOOK int system(const char *cmd)
+{
+	unblock_inherited();
+	return WITH_P(int, BLOCKING(hook_g() != NULL, REAL(system)(cmd)));
+}
+
+HOOK FILE *popen(const char *cmd, const char *mode)
+{
+	unblock_inherited();
+	return WITH_P(FILE *, REAL(popen)(cmd, mode));
+}
+
+HOOK int pclose(FILE *f)
+{
+	return BLOCKING(hook_g() != NULL, REAL(pclose)(f));
+}
+
+/* ---- ptrace ------------------------------------------------------------------------------
+ * A tracer and its tracee are OS threads: a G that uses ptrace keeps its
+ * OS thread from then on (as Go's LockOSThread), so every request comes
+ * from the thread that attached. */
+
+DEFREAL(ptrace);
+
+HOOK long ptrace(enum __ptrace_request req, ...)
+{
+	va_list ap;
+	va_start(ap, req);
+	pid_t pid = va_arg(ap, pid_t);
+	void *addr = va_arg(ap, void *);
+	void *data = va_arg(ap, void *);
+	va_end(ap);
+	struct g *gp = hook_g();
+	if (gp && !gp->lockedm)
+		weft_lock_thread();
+	return REAL(ptrace)(req, pid, addr, data);
+}
+
+/* ---- waiting for children --------------------------------------------------------------- */
+
+DEFREAL(wait);
+DEFREAL(waitpid);
+DEFREAL(waitid);
+DEFREAL(wait3);
+DEFREAL(wait4);
+
+HOOK pid_t wait(int *status)
+{
+	return BLOCKING(hook_g() != NULL, REAL(wait)(status));
+}
+
+HOOK pid_t waitpid(pid_t pid, int *status, int options)
+{
+	return BLOCKING(hook_g() != NULL && !(options & WNOHANG), REAL(waitpid)(pid, status, options));
+}
+
+HOOK int waitid(idtype_t idtype, id_t id, siginfo_t *info, int options)
+{
+	return BLOCKING(hook_g() != NULL && !(options & WNOHANG),
+			REAL(waitid)(idtype, id, info, options));
+}
+
+HOOK pid_t wait3(int *status, int options, struct rusage *ru)
+{
+	return BLOCKING(hook_g() != NULL && !(options & WNOHANG), REAL(wait3)(status, options, ru));
+}
+
+HOOK pid_t wait4(pid_t pid, int *status, int options, struct rusage *ru)
+{
+	return BLOCKING(hook_g() != NULL && !(options & WNOHANG),
+			REAL(wait4)(pid, status, options, ru));
+}

@@ -1,0 +1,165 @@
+/*
+ * preload.c - start-up of an unmodified program under the shim.
+ *
+ * __libc_start_main is interposed: glibc runs the program's constructors
+ * on the real main thread as usual, then calls our main, which starts
+ * the runtime and runs the program's main as the first G, with a stack
+ * as large as RLIMIT_STACK gives a main thread (committed only as it is
+ * touched).  main's return value goes to exit() on that G.  The real
+ * main thread then only waits (it is no M) and takes the process's
+ * signals (signal.c).
+ *
+ * Environment.  weft run records what it changed in WEFT_RUN_* (each
+ * "+value" or "-" for unset); the shim puts LD_PRELOAD back at once and
+ * WEFT_MAXPROCS / WEFT_STACK_SIZE once the runtime has read them, so
+ * programs this one runs see the environment exactly as the user set it.
+ */
+#include "shim.h"
+
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+bool shim_native;
+
+extern int (*rt_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+extern void (*rt_gexit_hook)(struct g *gp);
+void gthr_gexit(struct g *gp) HIDDEN;
+void shim_fork_init(void) HIDDEN;
+
+void shim_warn_once(_Atomic int *flag, const char *fmt, ...)
+{
+	if (atomic_exchange(flag, 1))
+		return;
+	char buf[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	warn("%s", buf);
+}
+
+/* ---- environment ----------------------------------------------------------------- */
+
+/* name from WEFT_RUN_<tag>: "+value" set it back, "-" unset it. */
+static void restore(const char *name, const char *saved)
+{
+	const char *v = getenv(saved);
+	if (!v)
+		return;
+	if (v[0] == '+')
+		setenv(name, v + 1, 1);
+	else
+		unsetenv(name);
+	unsetenv(saved);
+}
+
+/* ---- start-up ------------------------------------------------------------------------- */
+
+DEFREAL(pthread_create);
+
+static void readenv(void)
+{
+	const char *p = getenv("WEFT_PTHREADS");
+	if (p && *p) {
+		if (!strcmp(p, "native"))
+			shim_native = true;
+		else if (strcmp(p, "green"))
+			warn("ignoring WEFT_PTHREADS=%s: want green or native", p);
+	}
+}
+
+__attribute__((constructor)) static void shim_ctor(void)
+{
+	restore("LD_PRELOAD", "WEFT_RUN_LD_PRELOAD");
+	readenv();
+	/* resolve now, while nothing can recurse into us */
+	(void)REAL(pthread_create);
+}
+
+static _Atomic int startstate; /* 0 not yet, 1 starting, 2 up */
+
+void shim_start(void)
+{
+	if (likely(atomic_load_explicit(&startstate, memory_order_acquire) == 2))
+		return;
+	int z = 0;
+	if (!atomic_compare_exchange_strong(&startstate, &z, 1)) {
+		while (atomic_load_explicit(&startstate, memory_order_acquire) != 2)
+			sched_yield();
+		return;
+	}
+	/* the runtime's own threads must be real ones */
+	rt_pthread_create = sig_rt_create;
+	rt_gexit_hook = gthr_gexit;
+	runtime_ensure();
+	shim_fork_init(); /* after the runtime: see fork.c */
+	atomic_store_explicit(&startstate, 2, memory_order_release);
+}
+
+/* ---- main --------------------------------------------------------------------------------- */
+
+static int (*real_main)(int, char **, char **);
+
+struct mainctx {
+	int argc;
+	char **argv;
+	char **envp;
+};
+static struct mainctx mainctx;
+
+/* What RLIMIT_STACK allows a main thread (1 GiB if unlimited). */
+static size_t main_stack(void)
+{
+	struct rlimit rl;
+	size_t sz = 8UL << 20;
+	if (getrlimit(RLIMIT_STACK, &rl) == 0)
+		sz = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1UL << 30) ? 1UL << 30
+									   : (size_t)rl.rlim_cur;
+	if (sz < 64 * 1024)
+		sz = 64 * 1024;
+	return sz & ~(size_t)4095;
+}
+
+static void main_g(void *arg)
+{
+	struct mainctx *c = arg;
+	gthr_main_init();
+	if (shim_native)
+		weft_lock_thread(); /* native: main keeps its OS thread (and __thread) too */
+	exit(real_main(c->argc, c->argv, c->envp));
+}
+
+static int weft_main_shim(int argc, char **argv, char **envp)
+{
+	mainctx = (struct mainctx){ argc, argv, envp };
+	shim_start();
+	restore("WEFT_MAXPROCS", "WEFT_RUN_MAXPROCS");
+	restore("WEFT_STACK_SIZE", "WEFT_RUN_STACK_SIZE");
+	gthr_main_keys();
+	sig_start();
+	weft_attr_t a = { .stack_size = main_stack(), .name = "main" };
+	gthr_live_add(1);
+	if (weft_go_attr(&a, main_g, &mainctx) < 0) {
+		warn("cannot start main as a green thread (%s): running it on the main thread",
+		     strerror(errno_get()));
+		return real_main(argc, argv, envp);
+	}
+	sig_thread();
+}
+
+typedef int (*lsm_fn)(int (*)(int, char **, char **), int, char **, void (*)(void),
+		      void (*)(void), void (*)(void), void *);
+
+HOOK int __libc_start_main(int (*main)(int, char **, char **), int argc, char **argv,
+			   void (*init)(void), void (*fini)(void), void (*rtld_fini)(void),
+			   void *stack_end)
+{
+	static void *_Atomic real_lsm;
+	lsm_fn real = (lsm_fn)hook_real(&real_lsm, "__libc_start_main");
+	real_main = main;
+	return real(weft_main_shim, argc, argv, init, fini, rtld_fini, stack_end);
+}

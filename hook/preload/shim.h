@@ -1,0 +1,148 @@
+/*
+ * shim.h - what the LD_PRELOAD shim's files share (docs/preload.md).
+ *
+ * libweft_preload.so is libweft (runtime + hooks) plus hook/preload/:
+ * the program's main runs as the first G, pthread_create starts Gs, and
+ * the pthread synchronisation objects park Gs.  The rules every
+ * interposed function follows:
+ *
+ *   - A call from inside the shim itself (the runtime, and jemalloc,
+ *     which is linked in privately but reaches pthread_mutex_lock through
+ *     the PLT, i.e. here) goes straight to glibc: FROM_SHIM().
+ *   - Synchronisation objects: process-shared, robust and priority
+ *     mutexes (and pshared conds, rwlocks, barriers, named semaphores)
+ *     are glibc's, as they are.  Every other one is weft's, from Gs and
+ *     plain threads alike, so an object used by both stays consistent.
+ *   - Thread handles: a G's pthread_t points into a region of our own
+ *     (struct gthr), never a real thread's; glibc gets everything else.
+ *   - pthread functions return error numbers and leave errno alone.
+ */
+#ifndef WEFT_SHIM_H
+#define WEFT_SHIM_H
+
+#include "../hook.h"
+
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <time.h>
+
+/* ---- is the caller the shim itself? ------------------------------------ */
+
+/* The shim's own text, from the linker (hidden: never another module's). */
+extern const char __ehdr_start[] HIDDEN;
+extern const char __etext[] HIDDEN;
+
+static inline bool from_shim(const void *ra)
+{
+	return (const char *)ra >= __ehdr_start && (const char *)ra < __etext;
+}
+/* In an interposed function: was it called by the runtime or jemalloc? */
+#define FROM_SHIM() from_shim(__builtin_return_address(0))
+
+/* ---- start-up (preload.c) ------------------------------------------------ */
+
+/* WEFT_PTHREADS=native: pthread_create makes real threads. */
+extern bool shim_native HIDDEN;
+/* The runtime up, real pthread_create wired in, fork handlers set.
+ * Idempotent; any thread. */
+void shim_start(void) HIDDEN;
+/* Print "weft: <msg>" once per flag. */
+void shim_warn_once(_Atomic int *flag, const char *fmt, ...) HIDDEN
+	__attribute__((format(printf, 2, 3)));
+
+/* ---- threads (thread.c) ------------------------------------------------- */
+
+/* One pthread running as a G: its pthread_t is this record's address. */
+struct gthr;
+/* The calling G's record (made on first use); NULL on a plain thread. */
+struct gthr *gthr_self(void) HIDDEN;
+/* On the real main thread: note the key values constructors set there.
+ * On the main G: make its record, with those values. */
+void gthr_main_keys(void) HIDDEN;
+void gthr_main_init(void) HIDDEN;
+/* Live pthreads (main, Gs, native threads): the last one to end exits. */
+void gthr_live_add(long n) HIDDEN;
+void gthr_live_done(void) HIDDEN;
+/* Child of fork: the forking G is the only thread. */
+void gthr_afterfork_child(void) HIDDEN;
+
+/* The pthread functions behind the interposed names, for the shim's own
+ * use (a call through the interposed name from inside the shim would be
+ * taken for the runtime's and go to glibc). */
+int shim_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) HIDDEN;
+pthread_t shim_self(void) HIDDEN;
+_Noreturn void shim_exit(void *ret) HIDDEN;
+int shim_key_create(pthread_key_t *key, void (*dtor)(void *)) HIDDEN;
+int shim_key_delete(pthread_key_t k) HIDDEN;
+void *shim_getspecific(pthread_key_t k) HIDDEN;
+int shim_setspecific(pthread_key_t k, uintptr_t v) HIDDEN;
+int shim_once(pthread_once_t *o, void (*fn)(void)) HIDDEN;
+
+/* Identity of the caller for owner checks: G id (> 0) or -tid. */
+int64_t shim_selfid(void) HIDDEN;
+
+/* ---- signals (signal.c) ----------------------------------------------------- */
+
+/* rt_pthread_create: runtime threads block asynchronous signals. */
+int sig_rt_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg) HIDDEN;
+/* On the real main thread before main's G: it becomes the signal thread. */
+void sig_start(void) HIDDEN;
+_Noreturn void sig_thread(void) HIDDEN;
+void sig_afterfork_child(void) HIDDEN;
+/* On a G with the signal thread running: around a call whose child or
+ * new program must inherit the program's mask (exec, spawn), the M
+ * takes that mask for the call. */
+bool sig_active(void) HIDDEN;
+void sig_use_p(sigset_t *saved) HIDDEN;
+void sig_restore(const sigset_t *saved) HIDDEN;
+/* Around an exec: the runtime starts no thread (it would race the exec). */
+void sig_exec_begin(void) HIDDEN;
+void sig_exec_end(void) HIDDEN;
+
+/* ---- time ------------------------------------------------------------------ */
+
+#define NS_PER_S 1000000000LL
+
+static inline bool ts_ok(const struct timespec *ts)
+{
+	return ts && ts->tv_nsec >= 0 && ts->tv_nsec < NS_PER_S;
+}
+
+/* Nanoseconds from now until abstime on clock clk (<= 0: passed). */
+static inline int64_t ts_until(clockid_t clk, const struct timespec *abstime)
+{
+	struct timespec now;
+	clock_gettime(clk, &now);
+	return (int64_t)(abstime->tv_sec - now.tv_sec) * NS_PER_S + (abstime->tv_nsec - now.tv_nsec);
+}
+
+/* ---- a mutex view (mutex.c), for the cond and C11 wrappers --------------- */
+
+/* A weft-managed pthread_mutex_t: its weft_mutex_t, or NULL when the
+ * object is glibc's (pshared, robust, priority). */
+weft_mutex_t *mx_weft(pthread_mutex_t *m) HIDDEN;
+/* Around a condition wait: give up / take back ownership bookkeeping
+ * (recursive count, owner).  mx_release: 0 or EPERM (not the owner). */
+int mx_release(pthread_mutex_t *m, uint32_t *saved) HIDDEN;
+void mx_reacquire(pthread_mutex_t *m, uint32_t saved) HIDDEN;
+
+/* The mutex operations behind the interposed names (error numbers). */
+int pmx_init(pthread_mutex_t *m, const pthread_mutexattr_t *attr) HIDDEN;
+int pmx_destroy(pthread_mutex_t *m) HIDDEN;
+int pmx_lock(pthread_mutex_t *m) HIDDEN;
+int pmx_trylock(pthread_mutex_t *m) HIDDEN;
+int pmx_unlock(pthread_mutex_t *m) HIDDEN;
+int pmx_timedlock(pthread_mutex_t *m, clockid_t clk, const struct timespec *abstime) HIDDEN;
+
+/* The cond operations (cond.c); clk < 0: the cond's own clock. */
+int pcv_init(pthread_cond_t *c, const pthread_condattr_t *attr) HIDDEN;
+int pcv_destroy(pthread_cond_t *c) HIDDEN;
+int pcv_signal(pthread_cond_t *c) HIDDEN;
+int pcv_broadcast(pthread_cond_t *c) HIDDEN;
+int pcv_wait(pthread_cond_t *c, pthread_mutex_t *m, int clk, const struct timespec *abstime) HIDDEN;
+
+/* Sleep a little while polling (timed locks): parks on a G. */
+void shim_backoff(int64_t *delay, int64_t left) HIDDEN;
+
+#endif

@@ -1,0 +1,312 @@
+/*
+ * test_preload.c - unmodified pthread programs under the LD_PRELOAD shim
+ * (libweft_preload.so) and the weft launcher.
+ *
+ * The programs are in tests/preload/ (built by tests/preload.mk, without
+ * weft): pthreads.c has one case per group of interposed functions,
+ * errno.c checks errno after blocking calls under migration, signals.c
+ * masks and signal waits, forks.c fork / exec / spawn, sleepers.c 10,000
+ * threads in sleep(1).  Each case runs under the shim and natively (so
+ * the program itself is known to be right).
+ */
+#include "preload/harness.h"
+
+static struct hrun R, N; /* under weft, native */
+
+/* ---- the launcher ------------------------------------------------------------ */
+
+Test(launcher, version_and_help)
+{
+	h_paths();
+	const char *v[] = { h_weft, "version", NULL };
+	h_run(&R, v, NULL, NULL, 10);
+	cr_expect_eq(h_code(&R), 0);
+	cr_expect_str_eq(R.out, "weft 0.1.0\n");
+	const char *h[] = { h_weft, "help", NULL };
+	h_run(&R, h, NULL, NULL, 10);
+	cr_expect_eq(h_code(&R), 0);
+	cr_expect(strstr(R.out, "usage: weft run [--procs N] [--stack SIZE] [--] PROGRAM"), "%s", R.out);
+}
+
+Test(launcher, bad_usage_exits_2)
+{
+	h_paths();
+	const char *cases[][6] = {
+		{ h_weft, NULL },
+		{ h_weft, "frobnicate", NULL },
+		{ h_weft, "run", NULL },
+		{ h_weft, "run", "--bogus", "true", NULL },
+		{ h_weft, "run", "--procs", "0", "true", NULL },
+		{ h_weft, "run", "--procs", "x", "true", NULL },
+		{ h_weft, "run", "--stack", "1K", "true", NULL },
+		{ h_weft, "run", "--procs", NULL },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		h_run(&R, cases[i], NULL, NULL, 10);
+		cr_expect_eq(h_code(&R), 2, "case %zu: status %d", i, R.status);
+		cr_expect(strstr(R.err, "usage: weft run"), "case %zu: %s", i, R.err);
+	}
+	const char *missing[] = { h_weft, "run", "/nonexistent/program", NULL };
+	h_run(&R, missing, NULL, NULL, 10);
+	cr_expect_eq(h_code(&R), 127);
+}
+
+Test(launcher, status_and_signals_pass_through)
+{
+	const char *ex[] = { "sh", "-c", "exit 42", NULL };
+	h_shim_run(&R, 0, ex, NULL, NULL, 10);
+	cr_expect(WIFEXITED(R.status) && WEXITSTATUS(R.status) == 42, "status %d", R.status);
+	const char *sig[] = { "sh", "-c", "kill -TERM $$", NULL };
+	h_shim_run(&R, 0, sig, NULL, NULL, 10);
+	cr_expect(WIFSIGNALED(R.status) && WTERMSIG(R.status) == SIGTERM, "status %d", R.status);
+	const char *seg[] = { "sh", "-c", "kill -SEGV $$", NULL };
+	h_shim_run(&R, 0, seg, NULL, NULL, 10);
+	cr_expect(WIFSIGNALED(R.status) && WTERMSIG(R.status) == SIGSEGV, "status %d", R.status);
+}
+
+/* The program runs with the shim and the options; what it runs sees the
+ * environment as the user set it. */
+Test(launcher, environment)
+{
+	if (h_asan())
+		cr_skip_test("ASan build: the launcher's LD_PRELOAD cannot put ASan first");
+	const char *procs[] = { h_prog("pthreads"), "procs", NULL };
+	h_shim_run(&R, 3, procs, (const char *[]){ "LD_PRELOAD", "WEFT_MAXPROCS", NULL }, NULL, 10);
+	cr_expect_str_eq(R.out, "procs=3\nok procs\n");
+	h_run(&N, procs, NULL, NULL, 10);
+	cr_expect_str_eq(N.out, "procs=none\nok procs\n");
+
+	const char *show[] = { "sh", "-c",
+			       "echo \"[${LD_PRELOAD-unset}] [${WEFT_MAXPROCS-unset}] "
+			       "[${WEFT_STACK_SIZE-unset}]\"; grep -c libweft_preload /proc/$$/maps",
+			       NULL };
+	const char *unset[] = { "LD_PRELOAD", "WEFT_MAXPROCS", "WEFT_STACK_SIZE", NULL };
+	const char *a[] = { h_weft, "run", "--procs", "2", "--stack=64K", "sh", "-c", show[2], NULL };
+	h_run(&R, a, unset, NULL, 10);
+	cr_expect_eq(h_code(&R), 0, "%s", R.err);
+	cr_expect(!strncmp(R.out, "[unset] [unset] [unset]\n", 24), "%s", R.out);
+	cr_expect(atoi(R.out + 24) >= 1, "the shim is not loaded: %s", R.out);
+
+	/* entries already in LD_PRELOAD stay, for the program and after */
+	char user[PATH_MAX + 32];
+	snprintf(user, sizeof user, "LD_PRELOAD=%s/libweft.so", h_lib);
+	const char *mine[] = { user, "WEFT_MAXPROCS=5", NULL };
+	const char *b[] = { h_weft, "run", "--procs", "2", "sh", "-c",
+			    "echo \"[$LD_PRELOAD] [$WEFT_MAXPROCS]\"; "
+			    "grep -c 'libweft_preload.so\\|libweft.so' /proc/$$/maps",
+			    NULL };
+	h_run(&R, b, mine, NULL, 10);
+	char want[PATH_MAX + 64];
+	snprintf(want, sizeof want, "[%s/libweft.so] [5]\n", h_lib);
+	cr_expect(!strncmp(R.out, want, strlen(want)), "%s", R.out);
+	cr_expect(atoi(R.out + strlen(want)) >= 2, "%s", R.out);
+}
+
+/* Installed layout: BIN/weft finds BIN/../lib/libweft_preload.so. */
+Test(launcher, finds_the_shim_next_to_it)
+{
+	if (h_asan())
+		cr_skip_test("ASan build");
+	h_paths();
+	char dir[] = "/tmp/weft-inst-XXXXXX";
+	cr_assert(mkdtemp(dir));
+	char cmd[4 * PATH_MAX];
+	snprintf(cmd, sizeof cmd, "mkdir -p %s/bin %s/lib && cp %s %s/bin/weft && cp %s %s/lib/", dir,
+		 dir, h_weft, dir, h_shim, dir);
+	cr_assert(system(cmd) == 0);
+	char w[PATH_MAX], maps[PATH_MAX + 64];
+	snprintf(w, sizeof w, "%s/bin/weft", dir);
+	snprintf(maps, sizeof maps, "grep -c '%s/lib/libweft_preload.so' /proc/$$/maps", dir);
+	const char *a[] = { w, "run", "sh", "-c", maps, NULL };
+	h_run(&R, a, (const char *[]){ "LD_PRELOAD", NULL }, NULL, 10);
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	cr_expect(system(cmd) == 0);
+	cr_expect_eq(h_code(&R), 0, "%s", R.err);
+	cr_expect(atoi(R.out) >= 1, "%s", R.out);
+}
+
+/* ---- every interposed pthread function, on Gs ------------------------------------ */
+
+static void pcase(const char *name, int procs)
+{
+	const char *a[] = { h_prog("pthreads"), name, NULL };
+	h_run(&N, a, NULL, NULL, 60);
+	cr_assert_eq(h_code(&N), 0, "natively: %s%s", N.out, N.err);
+	char ok[64];
+	snprintf(ok, sizeof ok, "ok %s\n", name);
+	for (int p = 1; p <= procs; p *= 2) {
+		h_shim_run(&R, p, a, NULL, NULL, 60);
+		cr_assert_eq(h_code(&R), 0, "procs %d: %s%s", p, R.out, R.err);
+		cr_assert(strstr(R.out, ok), "procs %d: %s%s", p, R.out, R.err);
+		cr_assert(!strstr(R.err, "weft: fatal"), "%s", R.err);
+	}
+}
+
+#define PCASE(name)                    \
+	Test(pthreads, name, .timeout = 180) \
+	{                              \
+		pcase(#name, 4);       \
+	}
+
+PCASE(create_join)
+PCASE(detach)
+PCASE(self)
+PCASE(exit)
+PCASE(main_exit)
+PCASE(once)
+PCASE(keys)
+PCASE(names)
+PCASE(attr)
+PCASE(mutex_contention)
+PCASE(mutex_kinds)
+PCASE(mutex_timed)
+PCASE(cond_pc)
+PCASE(cond_timed)
+PCASE(rwlock)
+PCASE(barrier)
+PCASE(spin)
+PCASE(sem)
+PCASE(pshared)
+
+/* A mutex, a cond and a semaphore shared by Gs and a real thread (one
+ * with its own stack, which stays a thread): says so once on stderr. */
+Test(pthreads, mixed_with_a_real_thread, .timeout = 120)
+{
+	pcase("mixed", 4);
+	cr_expect_eq(h_count(R.err, "weft: pthread_create with a stack of the caller's own"), 1, "%s",
+		     R.err);
+}
+
+/* 1,000 threads waiting on a cond take a handful of OS threads. */
+Test(pthreads, os_threads, .timeout = 60)
+{
+	const char *a[] = { h_prog("pthreads"), "threads", NULL };
+	h_shim_run(&R, 2, a, NULL, NULL, 30);
+	cr_assert_eq(h_code(&R), 0, "%s%s", R.out, R.err);
+	long n = h_field(R.out, "os_threads");
+	cr_expect(n > 0 && n < 10, "%ld OS threads", n);
+}
+
+/* pthread_cancel / pthread_kill of a G: ENOTSUP and one warning each. */
+Test(pthreads, cancel_and_kill_refused, .timeout = 60)
+{
+	const char *a[] = { h_prog("pthreads"), "cancel", NULL };
+	h_shim_run(&R, 2, a, NULL, NULL, 30);
+	cr_assert_eq(h_code(&R), 0, "%s%s", R.out, R.err);
+	cr_expect(strstr(R.out, "cancel=EOPNOTSUPP kill0=0 kill=EOPNOTSUPP cancel2=EOPNOTSUPP\n"), "%s",
+		  R.out);
+	cr_expect_eq(h_count(R.err, "weft: pthread_cancel of a green thread is not supported"), 1);
+	cr_expect_eq(h_count(R.err, "weft: pthread_kill of a green thread is not supported"), 1);
+}
+
+/* WEFT_PTHREADS=native: pthread_create makes real threads. */
+Test(pthreads, native_mode, .timeout = 120)
+{
+	const char *env[] = { "WEFT_PTHREADS=native", NULL };
+	const char *t[] = { h_prog("pthreads"), "threads", NULL };
+	h_shim_run(&R, 2, t, env, NULL, 60);
+	cr_assert_eq(h_code(&R), 0, "%s%s", R.out, R.err);
+	cr_expect(h_field(R.out, "os_threads") >= 1000, "%s", R.out);
+	const char *names[] = { "mutex_contention", "cond_pc", "keys", "main_exit", "sem" };
+	for (int i = 0; i < 5; i++) {
+		const char *a[] = { h_prog("pthreads"), names[i], NULL };
+		h_shim_run(&R, 2, a, env, NULL, 60);
+		cr_expect_eq(h_code(&R), 0, "%s: %s%s", names[i], R.out, R.err);
+	}
+}
+
+/* ---- 10,000 threads in sleep(1) -------------------------------------------------- */
+
+Test(sleepers, ten_thousand_sleep_1, .timeout = 60)
+{
+	const char *a[] = { h_prog("sleepers"), "10000", NULL };
+	h_shim_run(&R, 0, a, NULL, NULL, 30);
+	cr_assert_eq(h_code(&R), 0, "%s%s", R.out, R.err);
+	long threads = h_field(R.out, "max_os_threads");
+	cr_expect(threads > 0 && threads < 10, "%s", R.out);
+	cr_expect(R.secs < 3.0, "took %.2f s: %s", R.secs, R.out);
+}
+
+/* ---- errno after blocking calls, under migration --------------------------------- */
+
+Test(errno_value, right_after_every_call, .timeout = 120)
+{
+	const char *a[] = { h_prog("errno"), NULL };
+	h_run(&N, a, NULL, NULL, 60);
+	cr_assert_eq(h_code(&N), 0, "natively: %s%s", N.out, N.err);
+	long migrations = 0;
+	for (int procs = 2; procs <= 8; procs *= 2) {
+		h_shim_run(&R, procs, a, NULL, NULL, 60);
+		cr_assert_eq(h_code(&R), 0, "procs %d: %s%s", procs, R.out, R.err);
+		cr_expect_eq(h_field(R.out, "errno_mismatches"), 0, "%s", R.out);
+		cr_expect_eq(h_field(R.out, "iterations"), h_field(N.out, "iterations"));
+		migrations += h_field(R.out, "migrations");
+	}
+	cr_expect(migrations > 300, "only %ld migrations: not much of a test", migrations);
+}
+
+/* ---- signals ---------------------------------------------------------------------- */
+
+Test(signals, as_without_weft, .timeout = 60)
+{
+	const char *a[] = { h_prog("signals"), NULL };
+	h_run(&N, a, NULL, NULL, 30);
+	cr_assert_eq(h_code(&N), 0, "natively: %s%s", N.out, N.err);
+	for (int procs = 1; procs <= 4; procs *= 2) {
+		h_shim_run(&R, procs, a, NULL, NULL, 30);
+		cr_expect_eq(h_code(&R), 0, "procs %d: %s%s", procs, R.out, R.err);
+		cr_expect_str_eq(R.out, N.out);
+	}
+}
+
+/* ---- fork and exec -------------------------------------------------------------------- */
+
+Test(forking, exec_keeps_the_users_environment, .timeout = 60)
+{
+	const char *a[] = { h_prog("forks"), "exec", NULL };
+	h_run(&N, a, (const char *[]){ "LD_PRELOAD", "FORKS_WANT_PRELOAD", NULL }, NULL, 30);
+	cr_assert_eq(h_code(&N), 0, "natively: %s%s", N.out, N.err);
+	if (!h_asan()) {
+		/* weft run: the children see no LD_PRELOAD, as the user had none */
+		h_shim_run(&R, 2, a, (const char *[]){ "LD_PRELOAD", "FORKS_WANT_PRELOAD", NULL }, NULL, 30);
+		cr_expect_eq(h_code(&R), 0, "%s%s", R.out, R.err);
+	}
+	/* the user's own LD_PRELOAD with the shim in it: inherited as is */
+	char pre[sizeof h_preload_env + 16], want[sizeof h_preload_env + 32];
+	snprintf(pre, sizeof pre, "LD_PRELOAD=%s", h_preload_env);
+	snprintf(want, sizeof want, "FORKS_WANT_PRELOAD=%s", h_preload_env);
+	h_run(&R, a, (const char *[]){ pre, want, NULL }, NULL, 30);
+	cr_expect_eq(h_code(&R), 0, "%s%s", R.out, R.err);
+}
+
+Test(forking, child_keeps_spawning_threads, .timeout = 120)
+{
+	const char *a[] = { h_prog("forks"), "spawn_gs", NULL };
+	for (int procs = 1; procs <= 4; procs *= 2) {
+		h_shim_run(&R, procs, a, NULL, NULL, 60);
+		cr_expect_eq(h_code(&R), 0, "procs %d: %s%s", procs, R.out, R.err);
+	}
+}
+
+/* Children writing into pipes weft made non-blocking here get them
+ * blocking (fork+exec, posix_spawn, popen, system). */
+Test(forking, children_get_blocking_pipes, .timeout = 120)
+{
+	const char *a[] = { h_prog("forks"), "pipes", NULL };
+	h_shim_run(&R, 2, a, NULL, NULL, 60);
+	cr_expect_eq(h_code(&R), 0, "%s%s", R.out, R.err);
+}
+
+/* ---- C11 threads ------------------------------------------------------------------------ */
+
+Test(c11, threads_mutexes_conds_tss, .timeout = 60)
+{
+	const char *a[] = { h_prog("c11threads"), NULL };
+	h_run(&N, a, NULL, NULL, 30);
+	cr_assert_eq(h_code(&N), 0, "natively: %s%s", N.out, N.err);
+	h_shim_run(&R, 2, a, NULL, NULL, 30);
+	cr_assert_eq(h_code(&R), 0, "%s%s", R.out, R.err);
+	cr_expect(strstr(R.out, "ok c11\n"), "%s", R.out);
+	long n = h_field(R.out, "os_threads");
+	cr_expect(n > 0 && n < 10, "%ld OS threads", n);
+}
