@@ -422,7 +422,6 @@ static void *mstart(void *arg)
 	struct m *m = arg;
 	tls_m = m;
 	m->tid = (int)syscall(SYS_gettid);
-	m->isg0 = true;
 	pthread_attr_t a;
 	if (pthread_getattr_np(pthread_self(), &a) == 0) {
 		void *lo;
@@ -642,7 +641,6 @@ static void gswitch(struct m *m, struct g *from, struct g *to)
 			stack_overflow(from);
 	}
 	m->curg = to;
-	m->isg0 = !to;
 	void *next;
 	if (to) {
 		atomic_store_explicit(&to->status, G_RUNNING, memory_order_relaxed);

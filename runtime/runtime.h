@@ -156,7 +156,6 @@ struct m {
 	int64_t id;               /* > 0 */
 	struct note park;         /* sleeps here when idle (stopm) */
 	bool spinning;            /* looking for work, counted in sched.nmspinning */
-	bool isg0;                /* true while the scheduler context runs */
 	struct m *schedlink;      /* next on the idle M list */
 	struct m *alllink;        /* next on allm */
 	struct g *lockedg;        /* G locked to this M (weft_lock_thread), or NULL */
