@@ -1379,15 +1379,22 @@ top:;
 	int64_t last = atomic_load(&sched.lastpoll);
 	if ((atomic_load(&netpollwaiters) > 0 || when != 0) && last != 0 &&
 	    atomic_compare_exchange_strong(&sched.lastpoll, &last, 0)) {
-		atomic_store(&sched.polluntil, when ? when : INT64_MAX);
-		/* re-read after publishing polluntil: a timer added meanwhile
-		 * either sees polluntil and breaks the poll, or is seen here */
+		/* Publish how long we will sleep, then re-read the timers: a
+		 * timer added meanwhile either sees polluntil and breaks the
+		 * poll, or is seen here.  An adder may have read any value we
+		 * published, so we never sleep past one: polluntil only falls
+		 * (when the first earliest timer has gone since, the re-read
+		 * gives 0 or a later one, and we still wake at 'until'). */
+		int64_t until = when ? when : INT64_MAX;
+		atomic_store(&sched.polluntil, until);
 		when = earliest_timer();
-		if (when)
-			atomic_store(&sched.polluntil, when);
+		if (when && when < until) {
+			until = when;
+			atomic_store(&sched.polluntil, until);
+		}
 		int64_t delay = -1;
-		if (when) {
-			delay = when - nanotime();
+		if (until != INT64_MAX) {
+			delay = until - nanotime();
 			if (delay < 0)
 				delay = 0;
 		}

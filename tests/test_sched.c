@@ -224,6 +224,93 @@ Test(sched, sleep_order_not_early, .timeout = 30)
 		     WEXITSTATUS(c.status));
 }
 
+/* ---- short sleeps under lock contention on 4 Ps ------------------------ */
+
+/* Readers and writers on a mutex and two conds (a rwlock built by hand),
+ * sleeping 10 us while they hold it: timers come and go on every P while
+ * one M blocks in the netpoller.  A poller that published one deadline
+ * and then slept on a later one (its first timer fired meanwhile) missed
+ * the wakeup of the next timer and the round hung. */
+static weft_mutex_t rw_mu = WEFT_MUTEX_INIT;
+static weft_cond_t rw_rc = WEFT_COND_INIT, rw_wc = WEFT_COND_INIT;
+static int rw_readers, rw_writer, rw_wwait;
+static long rw_a, rw_b;
+static weft_wg_t rw_wg = WEFT_WG_INIT;
+
+static void rw_reader(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 300; i++) {
+		weft_mutex_lock(&rw_mu);
+		while (rw_writer || rw_wwait)
+			weft_cond_wait(&rw_rc, &rw_mu);
+		rw_readers++;
+		weft_mutex_unlock(&rw_mu);
+		if (rw_a != rw_b)
+			abort();
+		if (i % 16 == 0)
+			weft_sleep(10000);
+		weft_mutex_lock(&rw_mu);
+		if (--rw_readers == 0)
+			weft_cond_signal(&rw_wc);
+		weft_mutex_unlock(&rw_mu);
+	}
+	weft_wg_done(&rw_wg);
+}
+
+static void rw_writerf(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 100; i++) {
+		weft_mutex_lock(&rw_mu);
+		rw_wwait++;
+		while (rw_writer || rw_readers)
+			weft_cond_wait(&rw_wc, &rw_mu);
+		rw_wwait--;
+		rw_writer = 1;
+		weft_mutex_unlock(&rw_mu);
+		rw_a++;
+		if (i % 8 == 0)
+			weft_sleep(10000);
+		rw_b++;
+		weft_mutex_lock(&rw_mu);
+		rw_writer = 0;
+		weft_cond_broadcast(&rw_rc);
+		weft_cond_signal(&rw_wc);
+		weft_mutex_unlock(&rw_mu);
+	}
+	weft_wg_done(&rw_wg);
+}
+
+static int sleepers_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	for (int round = 0; round < 150; round++) {
+		weft_wg_add(&rw_wg, 44);
+		for (int i = 0; i < 40; i++)
+			weft_go(rw_reader, NULL);
+		for (int i = 0; i < 4; i++)
+			weft_go(rw_writerf, NULL);
+		weft_wg_wait(&rw_wg);
+	}
+	return rw_a == 150 * 4 * 100 && rw_b == rw_a ? 0 : 1;
+}
+
+static int sleepers_child(void)
+{
+	return weft_main(sleepers_body, 0, NULL);
+}
+
+Test(sched, short_sleeps_under_contention, .timeout = 90)
+{
+	static char *env[] = { "WEFT_MAXPROCS=4", NULL };
+	struct child c;
+	run_child(&c, env, sleepers_child, 60);
+	cr_assert(WIFEXITED(c.status), "status %d (a hang is killed by SIGALRM), stderr: %s",
+		  c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "stderr: %s", c.err);
+}
+
 static void sleep10(void *arg)
 {
 	int64_t *elapsed = arg;
