@@ -50,7 +50,7 @@ static void scang(struct g *gp, void *arg)
 		s->alive = true;
 		break;
 	case G_WAITING:
-		if (gp->blocking)
+		if (atomic_load_explicit(&gp->blocking, memory_order_relaxed))
 			s->alive = true; /* netpoller or another party outside the runtime */
 		else
 			s->waiting++;
@@ -92,13 +92,17 @@ static int livethreads(void)
 	return n;
 }
 
-/* Ms asleep with a locked G that is parked (stoplockedm): idle too. */
+/* Ms asleep with a locked G that is parked (stoplockedm): idle too.
+ * Relaxed reads of other Ms' fields (struct m): such an M leaves this
+ * state only by acquiring a P, which dead()'s final allpidle() sees, and
+ * its G is readied first, which scang sees as runnable. */
 static int32_t lockedidle(void)
 {
 	int32_t n = 0;
 	for (struct m *m = atomic_load(&allm); m; m = m->alllink) {
-		struct g *lg = m->lockedg;
-		if (lg && !m->p && !m->curg &&
+		struct g *lg = atomic_load_explicit(&m->lockedg, memory_order_relaxed);
+		if (lg && !atomic_load_explicit(&m->p, memory_order_relaxed) &&
+		    !atomic_load_explicit(&m->curg, memory_order_relaxed) &&
 		    atomic_load_explicit(&lg->status, memory_order_relaxed) == G_WAITING)
 			n++;
 	}

@@ -147,7 +147,7 @@ static void freeze(void)
 	atomic_store_explicit(&fz.n, k, memory_order_release);
 	pid_t pid = getpid();
 	for (int32_t i = 0; i < k; i++) {
-		int tid = __atomic_load_n(&fz.slots[i].m->tid, __ATOMIC_RELAXED);
+		int tid = atomic_load_explicit(&fz.slots[i].m->tid, memory_order_relaxed);
 		if (tid <= 0 || syscall(SYS_tgkill, pid, tid, SIGURG) != 0)
 			atomic_store(&fz.slots[i].state, FZ_GONE); /* not started, or gone */
 	}
@@ -201,7 +201,7 @@ static bool inswitch(uintptr_t pc)
 
 /* ---- the snapshot ------------------------------------------------------------ */
 
-enum { ST_FRAMES, ST_NOTCAPTURED, ST_SWITCHING };
+enum { ST_FRAMES, ST_NOTCAPTURED, ST_SWITCHING, ST_NOTSTARTED };
 
 struct gsnap {
 	int64_t id;
@@ -239,6 +239,10 @@ static void snapstack(struct g *gp, struct gsnap *s)
 		s->how = ST_NOTCAPTURED; /* its M did not stop in time */
 		return;
 	}
+	if (!gp->sp) {
+		s->how = ST_NOTSTARTED; /* no stack or frame until it first runs */
+		return;
+	}
 	tb_from_frame(gp->sp, &s->tb);
 }
 
@@ -246,13 +250,14 @@ static void snapstack(struct g *gp, struct gsnap *s)
 static void snapone(struct g *gp, void *arg)
 {
 	struct snapctx *c = arg;
-	uint32_t st = atomic_load_explicit(&gp->status, memory_order_relaxed);
+	/* acquire: pairs with weft_go_attr's release, for id and name */
+	uint32_t st = atomic_load_explicit(&gp->status, memory_order_acquire);
 	if (st == G_IDLE || st == G_DEAD)
 		return;
 	if (!c->frozen) {
 		freeze();
 		c->frozen = true;
-		st = atomic_load_explicit(&gp->status, memory_order_relaxed);
+		st = atomic_load_explicit(&gp->status, memory_order_acquire);
 		if (st == G_IDLE || st == G_DEAD)
 			return;
 	}
@@ -263,7 +268,7 @@ static void snapone(struct g *gp, void *arg)
 	struct gsnap *s = &c->s[c->n++];
 	s->id = gp->id;
 	s->status = st;
-	s->reason = gp->waitreason;
+	s->reason = atomic_load_explicit(&gp->waitreason, memory_order_relaxed);
 	s->waitsince = gp->waitsince;
 	s->name[0] = 0;
 	if (gp->name)
@@ -303,6 +308,8 @@ static void printone(const struct gsnap *s, FILE *out)
 		fprintf(out, "\t(switching; no backtrace)\n");
 	else if (s->how == ST_NOTCAPTURED)
 		fprintf(out, "\t(running on another thread; no backtrace)\n");
+	else if (s->how == ST_NOTSTARTED)
+		fprintf(out, "\t(not started yet)\n");
 	else
 		tb_print(&s->tb, out);
 	fprintf(out, "\n");

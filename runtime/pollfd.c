@@ -401,11 +401,11 @@ int pd_wait(struct pollreq *r, int n, int64_t deadline, int reason)
 	}
 	struct waitctx c = { r, n, 1 };
 	atomic_fetch_add(&netpollwaiters, 1);
-	gp->blocking = 1;
+	atomic_store_explicit(&gp->blocking, 1, memory_order_relaxed); /* deadlock.c */
 	bool woken = waiter_block(&r[0].w, commit, &c, reason, deadline);
 	while (atomic_load_explicit(&c.busy, memory_order_acquire))
 		cpu_relax();
-	gp->blocking = 0;
+	atomic_store_explicit(&gp->blocking, 0, memory_order_relaxed);
 	atomic_fetch_sub(&netpollwaiters, 1);
 	int ret = woken ? 0 : -ETIMEDOUT;
 	for (int i = 0; i < n; i++) {

@@ -395,7 +395,7 @@ static struct m *mget(void)
 
 static void acquirep(struct m *m, struct p *pp)
 {
-	m->p = pp;
+	atomic_store_explicit(&m->p, pp, memory_order_relaxed); /* see struct m */
 	pp->m = m;
 	/* release: everything the previous owner did is published through
 	 * sched.lock or the note that handed us the P */
@@ -408,7 +408,7 @@ static struct p *releasep(struct m *m)
 {
 	struct p *pp = m->p;
 	pp->m = NULL;
-	m->p = NULL;
+	atomic_store_explicit(&m->p, NULL, memory_order_relaxed);
 	atomic_store_explicit(&pp->state, PSTATE(0, P_IDLE), memory_order_release);
 	return pp;
 }
@@ -421,7 +421,9 @@ static void *mstart(void *arg)
 {
 	struct m *m = arg;
 	tls_m = m;
-	m->tid = (int)syscall(SYS_gettid);
+	m->errnop = &errno;
+	/* relaxed: a dump that reads 0 just skips this M */
+	atomic_store_explicit(&m->tid, (int)syscall(SYS_gettid), memory_order_relaxed);
 	pthread_attr_t a;
 	if (pthread_getattr_np(pthread_self(), &a) == 0) {
 		void *lo;
@@ -626,6 +628,20 @@ static inline void afterswitch(struct m *m)
 	}
 }
 
+static void gentry(void);
+
+/* First switch to gp (gp->sp == NULL): its stack, the warmest in this
+ * P's cache (stack.c), and the frame that enters gentry.  Done here, not
+ * in weft_go, so a G that has not run costs no stack and a spawning
+ * loop's Gs run on a few warm stacks. */
+static __attribute__((noinline)) void gstart(struct m *m, struct g *gp)
+{
+	if (!gp->stack.lo && stackalloc(m->p, &gp->stack, gp->stackwant) != 0)
+		fatal("out of memory for the stack of green thread %lld", (long long)gp->id);
+	gp->sp = weft_ctx_make(gp->stack.hi, gentry);
+	san_gcreate(gp);
+}
+
 /* Switch from 'from' (a G, or NULL for g0) to 'to' (a G, or NULL for
  * g0).  Returns in 'from' when something switches back to it, possibly
  * on another M; the caller must re-read getm(). */
@@ -636,16 +652,21 @@ static void gswitch(struct m *m, struct g *from, struct g *to)
 		char *fp = __builtin_frame_address(0);
 		if (fp < from->stack.low)
 			from->stack.low = fp;
-		from->errno_save = rt_geterrno();
+		from->errno_save = *m->errnop;
 		if (from->stack.kind == STACK_CANARY && !stackcanary_ok(&from->stack))
 			stack_overflow(from);
 	}
-	m->curg = to;
+	atomic_store_explicit(&m->curg, to, memory_order_relaxed); /* see struct m */
 	void *next;
 	if (to) {
+		if (unlikely(!to->sp))
+			gstart(m, to);
 		atomic_store_explicit(&to->status, G_RUNNING, memory_order_relaxed);
-		/* sysmon reads it (atomically) to spot a G that does not switch */
-		__atomic_store_n(&m->p->schedtick, m->p->schedtick + 1, __ATOMIC_RELAXED);
+		/* only the owner writes it: load and store, no RMW (struct p) */
+		struct p *pp = m->p;
+		atomic_store_explicit(&pp->schedtick,
+				      atomic_load_explicit(&pp->schedtick, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
 		next = to->sp;
 	} else {
 		next = m->g0sp;
@@ -656,7 +677,7 @@ static void gswitch(struct m *m, struct g *from, struct g *to)
 	san_switch_finish(m, from);
 	afterswitch(m);
 	if (from)
-		rt_seterrno(from->errno_save); /* on the thread we run on now */
+		*m->errnop = from->errno_save; /* on the thread we run on now */
 }
 
 /* The first code a new G runs (via weft_ctx_start). */
@@ -679,14 +700,15 @@ static void gentry(void)
  * one is empty.  Runs due timers first. */
 static struct g *nextg_fast(struct m *m, struct p *pp)
 {
-	if (unlikely(pp->retired || (pp->spare && atomic_load_explicit(&sched.nretire,
-								      memory_order_relaxed))))
+	if (unlikely(atomic_load_explicit(&pp->retired, memory_order_relaxed) ||
+		     (pp->spare && atomic_load_explicit(&sched.nretire, memory_order_relaxed))))
 		return NULL; /* the scheduler context retires this P */
 	int64_t t0 = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
 	if (t0 && t0 <= nanotime())
 		checktimers(pp, nanotime());
 	struct g *gp = NULL;
-	if (pp->schedtick % 61 == 0 && atomic_load_explicit(&sched.runqsize, memory_order_relaxed)) {
+	if (atomic_load_explicit(&pp->schedtick, memory_order_relaxed) % 61 == 0 &&
+	    atomic_load_explicit(&sched.runqsize, memory_order_relaxed)) {
 		lock(&sched.lock);
 		gp = globrunqget(pp, 1);
 		unlock(&sched.lock);
@@ -720,7 +742,7 @@ void gopark(bool (*unlockf)(struct g *, void *), void *arg, int reason)
 {
 	struct m *m = rt_enter();
 	struct g *gp = m->curg;
-	gp->waitreason = (uint8_t)reason;
+	atomic_store_explicit(&gp->waitreason, (uint8_t)reason, memory_order_relaxed);
 	gp->waitsince = atomic_load_explicit(&coarsenow, memory_order_relaxed);
 	atomic_store_explicit(&gp->status, G_WAITING, memory_order_relaxed);
 	m->afterfn = unlockf;
@@ -747,7 +769,7 @@ static void ready(struct g *gp, bool next)
 {
 	struct m *m = rt_enter();
 	atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
-	gp->waitreason = W_NONE;
+	atomic_store_explicit(&gp->waitreason, W_NONE, memory_order_relaxed);
 	if (m && m->p) {
 		runqput(m->p, gp, next);
 	} else {
@@ -803,8 +825,9 @@ static int64_t newgoid(struct p *pp)
 	return pp->goidcache++;
 }
 
-/* A dead G with a stack of the wanted size, from pp's list or the global. */
-static struct g *gfget(struct p *pp, size_t stacksz)
+/* A dead G's descriptor, from pp's list or the global one.  It has no
+ * stack, or a segmented one (splitstack_prepare decides). */
+static struct g *gfget(struct p *pp)
 {
 	struct g *gp = NULL;
 	if (pp) {
@@ -834,24 +857,10 @@ static struct g *gfget(struct p *pp, size_t stacksz)
 		}
 		unlock(&sched.lock);
 	}
-	if (!gp)
-		return NULL;
-	if (gp->stack.lo && stacksz && stacksize(&gp->stack) != ((stacksz + 4095) & ~4095UL)) {
-		stackfree(pp, &gp->stack);
-	}
-	if (!gp->stack.lo && stackalloc(pp, &gp->stack, stacksz) != 0) {
-		gp->schedlink = NULL;
-		lock(&sched.lock);
-		gp->schedlink = sched.gfree;
-		sched.gfree = gp;
-		__atomic_fetch_add(&sched.ngfree, 1, __ATOMIC_RELAXED);
-		unlock(&sched.lock);
-		return NULL;
-	}
 	return gp;
 }
 
-#define GFREE_GLOBAL_STACKS 16384 /* dead Gs beyond this give their stacks back */
+#define GFREE_GLOBAL_STACKS 16384 /* dead Gs beyond this give their segmented stacks back */
 
 static void gfput(struct p *pp, struct g *gp)
 {
@@ -882,18 +891,14 @@ static void gfput(struct p *pp, struct g *gp)
 	unlock(&sched.lock);
 }
 
-static struct g *malg(struct p *pp, size_t stacksz)
+/* A new descriptor (no stack: see gstart). */
+static struct g *malg(void)
 {
 	struct g *gp = rtalloc(sizeof *gp);
 	if (!gp)
 		return NULL;
-	if (stackalloc(pp, &gp->stack, stacksz) != 0) {
-		rtfree(gp);
-		errno = ENOMEM;
-		return NULL;
-	}
+	memset(gp, 0, sizeof *gp);
 	if (allgadd(gp) != 0) {
-		stackfree(pp, &gp->stack);
 		rtfree(gp);
 		errno = ENOMEM;
 		return NULL;
@@ -914,12 +919,14 @@ int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 	runtime_ensure();
 	struct m *m = rt_enter();
 	struct p *pp = (m && m->curg) ? m->p : NULL;
-	size_t sz = attr ? attr->stack_size : 0;
-	struct g *gp = gfget(pp, sz);
+	struct g *gp = gfget(pp);
 	if (!gp)
-		gp = malg(pp, sz);
+		gp = malg();
+	if (gp)
+		gp->stackwant = attr ? attr->stack_size : 0;
+	/* the stack: segmented now, guarded when the G first runs (gstart) */
 	if (gp && splitstack_prepare && splitstack_prepare(gp, attr) != 0) {
-		lock(&sched.lock); /* no segmented stack: back to the free list */
+		lock(&sched.lock); /* no stack to be had: back to the free list */
 		gp->schedlink = sched.gfree;
 		sched.gfree = gp;
 		__atomic_fetch_add(&sched.ngfree, 1, __ATOMIC_RELAXED);
@@ -938,8 +945,8 @@ int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 	gp->lockcount = 0;
 	gp->errno_save = 0;
 	gp->rtdepth = 1; /* gentry runs in the runtime until it calls fn */
-	gp->waitreason = W_NONE;
-	gp->blocking = 0;
+	atomic_store_explicit(&gp->waitreason, W_NONE, memory_order_relaxed);
+	atomic_store_explicit(&gp->blocking, 0, memory_order_relaxed);
 	gp->tls = NULL;
 	if (gp->name) {
 		rtfree(gp->name);
@@ -951,11 +958,12 @@ int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 		if (gp->name)
 			memcpy(gp->name, attr->name, n + 1);
 	}
-	gp->sp = weft_ctx_make(gp->stack.hi, gentry);
-	san_gcreate(gp);
+	gp->sp = NULL; /* gstart makes the first frame when it first runs */
 	atomic_fetch_add_explicit(&sched.ngs, 1, memory_order_relaxed);
 	int64_t id = gp->id; /* once queued, gp may run, end and be reused */
-	atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
+	/* release: a dump that sees it live (acquire) sees its id and name,
+	 * even when a plain thread, which a dump does not stop, made it */
+	atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_release);
 	if (pp)
 		runqput(pp, gp, true);
 	else
@@ -974,7 +982,12 @@ static bool after_gfput(struct g *gp, void *arg)
 {
 	(void)arg;
 	san_gdestroy(gp);
-	gfput(getm()->p, gp);
+	struct p *pp = getm()->p;
+	/* its stack, the warmest, to the top of pp's cache for the next G to
+	 * start here; a segmented one stays for the next segmented G */
+	if (gp->stack.kind != STACK_SEGMENTED)
+		stackfree(pp, &gp->stack);
+	gfput(pp, gp);
 	return true;
 }
 
@@ -986,7 +999,7 @@ static void goexit1(void)
 		rt_gexit_hook(gp);
 	m = getm(); /* the hook may have parked */
 	if (gp->lockedm) {
-		m->lockedg = NULL;
+		atomic_store_explicit(&m->lockedg, NULL, memory_order_relaxed);
 		gp->lockedm = NULL;
 		gp->lockcount = 0;
 	}
@@ -1185,7 +1198,7 @@ void weft_lock_thread(void)
 	struct g *gp = m->curg;
 	if (gp->lockcount++ == 0) {
 		gp->lockedm = m;
-		m->lockedg = gp;
+		atomic_store_explicit(&m->lockedg, gp, memory_order_relaxed);
 	}
 }
 
@@ -1199,7 +1212,7 @@ void weft_unlock_thread(void)
 		return;
 	if (--gp->lockcount == 0) {
 		gp->lockedm = NULL;
-		m->lockedg = NULL;
+		atomic_store_explicit(&m->lockedg, NULL, memory_order_relaxed);
 	}
 }
 
@@ -1249,8 +1262,9 @@ static struct g *stealwork(struct m *m, int64_t now)
 						return gp;
 				}
 			}
-			if (p2->retired || !runqempty(p2)) {
-				struct g *gp = runqsteal(pp, p2, last || p2->retired);
+			bool retired = atomic_load_explicit(&p2->retired, memory_order_relaxed);
+			if (retired || !runqempty(p2)) {
+				struct g *gp = runqsteal(pp, p2, last || retired);
 				if (gp)
 					return gp;
 			}
@@ -1279,7 +1293,8 @@ top:;
 	atomic_store_explicit(&coarsenow, now, memory_order_relaxed);
 	if (atomic_load_explicit(&pp->flags, memory_order_relaxed) & PF_LENT)
 		givebackp(pp); /* we are not stuck any more */
-	if (pp->retired || (pp->spare && atomic_load(&sched.nretire) > 0)) {
+	if (atomic_load_explicit(&pp->retired, memory_order_relaxed) ||
+	    (pp->spare && atomic_load(&sched.nretire) > 0)) {
 		/* shrunk away, or a spare no longer needed: hand our Gs to the
 		 * others and sleep until given a live P */
 		lock(&sched.lock);
@@ -1307,7 +1322,8 @@ top:;
 		}
 	}
 	checktimers(pp, now);
-	if (pp->schedtick % 61 == 0 && atomic_load(&sched.runqsize) > 0) {
+	if (atomic_load_explicit(&pp->schedtick, memory_order_relaxed) % 61 == 0 &&
+	    atomic_load(&sched.runqsize) > 0) {
 		lock(&sched.lock);
 		gp = globrunqget(pp, 1);
 		unlock(&sched.lock);
@@ -1357,7 +1373,8 @@ top:;
 		 * fills while its wakep sees us still spinning */
 		for (int32_t i = -1; i < n; i++) {
 			if (i < 0 ? atomic_load(&sched.runqsize) != 0
-				  : !allp[i]->retired && !runqempty(allp[i])) {
+				  : !atomic_load_explicit(&allp[i]->retired, memory_order_relaxed) &&
+					    !runqempty(allp[i])) {
 				lock(&sched.lock);
 				pp = pidleget();
 				unlock(&sched.lock);

@@ -76,6 +76,7 @@ struct stack {
 
 int stackalloc(struct p *pp, struct stack *s, size_t size);
 void stackfree(struct p *pp, struct stack *s);
+int stack_ready(struct p *pp, size_t size); /* weft_go: 0 or -1/ENOMEM */
 bool stackcanary_ok(const struct stack *s);
 void stackinit(void);
 void stack_overflow(struct g *gp);                /* fatal report */
@@ -120,10 +121,14 @@ extern const char *const waitreasons[W_NREASONS];
 
 struct g {
 	void *sp;                 /* saved stack pointer while switched out */
-	struct stack stack;       /* this G's stack */
+	struct stack stack;       /* this G's stack; none (lo NULL) until it
+	                           * first runs, except a segmented one */
+	size_t stackwant;         /* usable bytes gstart allocates (0: default) */
 	_Atomic uint32_t status;  /* enum gstatus; written by the owner M */
-	uint8_t waitreason;       /* enum waitreason while G_WAITING */
-	uint8_t blocking;         /* parked on something outside the runtime (netpoll, plain thread) */
+	/* waitreason and blocking: written by whoever parks or readies the G
+	 * (on any thread), read by dumps and the deadlock check: relaxed */
+	_Atomic uint8_t waitreason; /* enum waitreason while G_WAITING */
+	_Atomic uint8_t blocking; /* parked on something outside the runtime (netpoll, plain thread) */
 	uint16_t lockcount;       /* weft_lock_thread nesting */
 	int errno_save;           /* errno while switched out */
 	int32_t rtdepth;          /* > 0 while inside the runtime */
@@ -149,8 +154,14 @@ struct g {
 
 struct m {
 	void *g0sp;               /* saved sp of this M's scheduler context */
-	struct g *curg;           /* G running on this M, or NULL on g0 */
-	struct p *p;              /* attached P, or NULL (see p->state) */
+	/* curg, p, lockedg and tid are written only by this M's thread and
+	 * read by others for diagnostics (deadlock.c, dump.c, the fault
+	 * handler): _Atomic, so those reads are not data races.  The M's
+	 * stores are relaxed (no fence, a plain mov on x86-64); readers on
+	 * other threads load relaxed and tolerate a stale value (see there);
+	 * the M's own reads need no ordering. */
+	struct g *_Atomic curg;   /* G running on this M, or NULL on g0 */
+	struct p *_Atomic p;      /* attached P, or NULL (see p->state) */
 	struct p *nextp;          /* P handed over by the M that woke us */
 	struct g *nextg;          /* locked G handed over with nextp (startlockedm) */
 	int64_t id;               /* > 0 */
@@ -158,7 +169,7 @@ struct m {
 	bool spinning;            /* looking for work, counted in sched.nmspinning */
 	struct m *schedlink;      /* next on the idle M list */
 	struct m *alllink;        /* next on allm */
-	struct g *lockedg;        /* G locked to this M (weft_lock_thread), or NULL */
+	struct g *_Atomic lockedg; /* G locked to this M (weft_lock_thread), or NULL */
 	/* After a switch, the new context runs afterfn(aftergp, afterarg)
 	 * on behalf of the G it switched away from (gopark's unlock). */
 	bool (*afterfn)(struct g *gp, void *arg);
@@ -168,10 +179,12 @@ struct m {
 	void *g0asan_fake;        /* ASan fake stack of g0 */
 	void *g0tsan;             /* TSan fiber of g0 */
 	uint32_t fastrand;        /* xorshift state */
-	int tid;                  /* kernel thread id */
+	_Atomic int tid;          /* kernel thread id, 0 until the thread runs */
 	pthread_t thread;         /* the OS thread */
 	int64_t syscallwhen;      /* nanotime at entersyscall, for dumps */
 	void *altstack;           /* signal stack for overflow reports */
+	int *errnop;              /* this OS thread's errno (gswitch saves and
+	                           * restores it per G without a call) */
 };
 
 /* ---- P ---------------------------------------------------------------- */
@@ -197,7 +210,11 @@ struct timer;
 struct p {
 	_Atomic uint64_t state;   /* PSTATE(owner m id, enum pstatus) */
 	int32_t id;               /* index in allp */
-	uint32_t schedtick;       /* incremented at every G switch-in; read by sysmon */
+	/* incremented at every G switch-in by the owner (a relaxed load and
+	 * store, no RMW: only the owner writes it); sysmon reads it relaxed
+	 * to spot a G that does not switch, where a stale value only delays
+	 * the verdict by one round */
+	_Atomic uint32_t schedtick;
 	_Atomic uint32_t syscalltick; /* incremented at every exitsyscall */
 	struct m *m;              /* owner M (valid while state is not P_IDLE) */
 	struct p *link;           /* next on the idle P list */
@@ -226,7 +243,10 @@ struct p {
 	int32_t ntimers, captimers;
 	_Atomic int64_t timer0when; /* earliest when, 0 if none (for lock-free peeks) */
 
-	bool retired;             /* beyond gomaxprocs after weft_maxprocs shrank */
+	/* beyond gomaxprocs after weft_maxprocs shrank: written under
+	 * sched.lock, read without it by the owner and by stealers (relaxed:
+	 * a stale value only delays retiring or draining by one round) */
+	_Atomic bool retired;
 	bool spare;               /* lent capacity (see lendp), not one of gomaxprocs */
 	_Atomic uint32_t flags;   /* PF_* */
 	_Atomic uint32_t insyscall; /* owner M is in a blocking call (entersyscall) */
@@ -259,7 +279,7 @@ struct sched {
 	_Atomic int32_t started;      /* runtime initialised */
 	_Atomic int32_t nthreadwait;  /* plain OS threads blocked in waiter_block */
 	_Atomic int32_t nthreadwoken; /* of those, woken but not yet running (deadlock.c) */
-	int32_t gomaxprocs;           /* active Ps */
+	_Atomic int32_t gomaxprocs;   /* active Ps (written under lock, read without) */
 	_Atomic int32_t nretire;      /* spare Ps that should retire */
 	_Atomic int32_t nhogspares;   /* Ps lent for hogs right now */
 	_Atomic int32_t nspares;      /* spare Ps in use (not on sparefree) */
@@ -286,7 +306,7 @@ static inline struct m *getm(void)
 static inline struct g *getg(void)
 {
 	struct m *m = tls_m;
-	return m ? m->curg : NULL;
+	return m ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
 }
 
 /* ---- proc.c ----------------------------------------------------------- */
@@ -337,7 +357,8 @@ void leaveruntime(struct m *m);
 static inline struct m *rt_enter(void)
 {
 	struct m *m = tls_m;
-	if (m && m->curg && m->curg->rtdepth++ == 0 &&
+	struct g *gp = m ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
+	if (gp && gp->rtdepth++ == 0 &&
 	    unlikely(atomic_load_explicit(&m->p->flags, memory_order_relaxed)))
 		enterruntime(m);
 	return m;
@@ -345,7 +366,8 @@ static inline struct m *rt_enter(void)
 static inline void rt_leave(void)
 {
 	struct m *m = tls_m;
-	if (m && m->curg && --m->curg->rtdepth == 0 &&
+	struct g *gp = m ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
+	if (gp && --gp->rtdepth == 0 &&
 	    unlikely(atomic_load_explicit(&m->p->flags, memory_order_relaxed) & PF_PREEMPT))
 		leaveruntime(m);
 }

@@ -82,19 +82,17 @@ static struct p *curp(void)
 	return m && m->curg ? m->p : NULL;
 }
 
-/* A guarded stack of the size asked for (0: WEFT_STACK_SIZE).  The
- * descriptor may come from a dead G that had another size or kind:
- * proc.c's gfget matches sizes only when one is given. */
+/* A guarded stack of the size asked for (0: WEFT_STACK_SIZE), taken
+ * when the G first runs (proc.c gstart); the descriptor may still hold a
+ * dead G's segmented stack. */
 static int guarded_prepare(struct g *gp, size_t size)
 {
 	gp->splitctx = NULL;
-	size_t want = ((size ? size : weftenv.stacksize) + 4095) & ~4095UL;
-	if (gp->stack.lo && gp->stack.kind != STACK_SEGMENTED && stacksize(&gp->stack) == want)
-		return 0;
 	struct p *pp = curp();
 	if (gp->stack.lo)
 		stackfree(pp, &gp->stack);
-	return stackalloc(pp, &gp->stack, size);
+	gp->stackwant = size;
+	return stack_ready(pp, size);
 }
 
 #ifndef WEFT_SPLITSTACK

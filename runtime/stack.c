@@ -17,8 +17,14 @@
  * on the chunk's guard page.  A guard-page hit is caught by the SIGSEGV
  * handler running on the M's signal stack.
  *
- * Free stacks go to a per-P cache (default size only), then back to
- * their chunk.  When more than POOL_BUDGET stacks are free, a freed
+ * A G takes its stack when it first runs, not when it is made (proc.c
+ * gstart), and gives it back when it ends: a G that has not started costs
+ * its descriptor only, and a loop that spawns thousands of short Gs runs
+ * them on a few warm stacks.  weft_go only checks that the pool can give
+ * one (stack_ready), so it can still fail with ENOMEM.  Free stacks go
+ * to a per-P cache (default size only), used as a stack: its top is the
+ * one a G of this P ran on last, still in the CPU's caches and TLB; a
+ * full cache gives its oldest half back to the chunks.  When more than POOL_BUDGET stacks are free, a freed
  * stack's pages below its top page go back to the kernel at once, and
  * sysmon's scavenger unmaps chunks whose slots are all free.  (Dead Gs keep
  * their stacks for reuse, up to GFREE_GLOBAL_STACKS in proc.c.)
@@ -335,6 +341,39 @@ static int stackalloc1(struct p *pp, struct stack *s, size_t size)
 	return r;
 }
 
+/* weft_go: will a stack of this size be there when the G first runs?
+ * A warm one in pp's cache, a free slot, or a chunk mapped now.  0, or -1
+ * with errno ENOMEM.  (Nothing is reserved: a G that then finds memory
+ * exhausted at its first run is fatal, as an allocation failure in Go.) */
+int stack_ready(struct p *pp, size_t size)
+{
+	size_t usable = size ? (size + 15) & ~(size_t)15 : defusable;
+	usable = (usable + PAGE - 1) & ~(PAGE - 1);
+	if (pp && usable == defusable && pp->nstackcache > 0)
+		return 0;
+	lock(&stacklock);
+	struct stackpool *sp = poolfor(usable);
+	bool ok = sp && (sp->partial || newchunk(sp));
+	unlock(&stacklock);
+	if (!ok) {
+		errno = ENOMEM;
+		return -1;
+	}
+	return 0;
+}
+
+/* pp's cache is full: its oldest half goes back to the pool. */
+static void cachespill(struct p *pp)
+{
+	int32_t n = pp->nstackcache / 2;
+	lock(&stacklock);
+	for (int32_t i = 0; i < n; i++)
+		putslot(&pp->stackcache[i]);
+	unlock(&stacklock);
+	pp->nstackcache -= n;
+	memmove(pp->stackcache, pp->stackcache + n, pp->nstackcache * sizeof pp->stackcache[0]);
+}
+
 void splitstack_free(struct stack *s); /* splitstack.c */
 
 void stackfree(struct p *pp, struct stack *s)
@@ -345,18 +384,15 @@ void stackfree(struct p *pp, struct stack *s)
 		splitstack_free(s);
 		return;
 	}
-	if (pp && stacksize(s) == defusable &&
-	    pp->nstackcache < (int32_t)(sizeof pp->stackcache / sizeof pp->stackcache[0])) {
-		pp->stackcache[pp->nstackcache++] = *s;
+	if (pp && stacksize(s) == defusable) {
+		if (pp->nstackcache == (int32_t)(sizeof pp->stackcache / sizeof pp->stackcache[0]))
+			cachespill(pp);
+		pp->stackcache[pp->nstackcache++] = *s; /* the warmest: on top */
 		s->lo = s->hi = NULL;
 		return;
 	}
 	lock(&stacklock);
 	putslot(s);
-	/* an over-full P cache spills half */
-	if (pp && stacksize(s) == defusable)
-		while (pp->nstackcache > 16)
-			putslot(&pp->stackcache[--pp->nstackcache]);
 	unlock(&stacklock);
 	s->lo = s->hi = NULL;
 }
@@ -403,7 +439,7 @@ static void onfault(int sig, siginfo_t *si, void *uc)
 	 * then crashed on some M: if a running G's canary is broken, it is
 	 * the culprit.  (Racy reads, but we are about to die anyway.) */
 	for (struct m *mp = atomic_load(&allm); mp; mp = mp->alllink) {
-		struct g *g1 = mp->curg;
+		struct g *g1 = atomic_load_explicit(&mp->curg, memory_order_relaxed);
 		if (g1 && g1->stack.kind == STACK_CANARY && !stackcanary_ok(&g1->stack))
 			stack_overflow(g1);
 	}

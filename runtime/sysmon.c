@@ -63,7 +63,7 @@ static int retake(int64_t now)
 		/* acquire: pairs with entersyscall's release */
 		bool insys = atomic_load_explicit(&pp->insyscall, memory_order_acquire);
 		uint32_t tick = insys ? atomic_load_explicit(&pp->syscalltick, memory_order_relaxed)
-				      : __atomic_load_n(&pp->schedtick, __ATOMIC_RELAXED);
+				      : atomic_load_explicit(&pp->schedtick, memory_order_relaxed);
 		uint32_t *seen = insys ? &pp->sm_syscalltick : &pp->sm_schedtick;
 		if (*seen != tick || pp->sm_when == 0) {
 			*seen = tick;
@@ -106,12 +106,15 @@ static void schedtrace(int64_t now, int64_t start)
 {
 	char buf[4096];
 	int32_t nthreads = atomic_load(&sched.mcount) + 1; /* + sysmon */
+	lock(&sched.lock); /* mput/mget change nmidle under it */
+	int32_t nmidle = sched.nmidle;
+	unlock(&sched.lock);
 	int n = snprintf(buf, sizeof buf,
 			 "SCHED %lldms: gomaxprocs=%d idleprocs=%d threads=%d spinningthreads=%d "
 			 "idlethreads=%d runqueue=%d gs=%lld [",
 			 (long long)((now - start) / 1000000), sched.gomaxprocs,
 			 atomic_load(&sched.npidle), nthreads, atomic_load(&sched.nmspinning),
-			 sched.nmidle, atomic_load(&sched.runqsize),
+			 nmidle, atomic_load(&sched.runqsize),
 			 (long long)atomic_load(&sched.ngs));
 	for (int32_t i = 0; i < sched.gomaxprocs && allp[i] && n < (int)sizeof buf - 32; i++) {
 		struct p *pp = allp[i];

@@ -98,10 +98,13 @@ void addtimer(struct timer *t)
 	atomic_store_explicit(TPP(t), pp, memory_order_relaxed);
 	siftup(pp->timers, pp->ntimers++);
 	bool first = t->idx == 0;
+	/* read under the lock: once it is dropped the timer may fire and
+	 * its owner re-arm it with another when (waiter_commit) */
+	int64_t when = t->when;
 	update0(pp);
 	unlock(&pp->timerslock);
 	if (first)
-		wakenetpoller(t->when);
+		wakenetpoller(when);
 }
 
 bool deltimer(struct timer *t)

@@ -103,7 +103,7 @@ static inline bool spin_worthwhile(void)
 	struct m *m = getm();
 	if (!m || !m->curg)
 		return true; /* a plain thread */
-	if (__atomic_load_n(&sched.gomaxprocs, __ATOMIC_RELAXED) <=
+	if (atomic_load_explicit(&sched.gomaxprocs, memory_order_relaxed) <=
 	    atomic_load_explicit(&sched.npidle, memory_order_relaxed) +
 					 atomic_load_explicit(&sched.nmspinning, memory_order_relaxed) + 1)
 		return false;

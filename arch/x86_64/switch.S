@@ -26,10 +26,18 @@ weft_ctx_switch:
 	subq	$8, %rsp
 	stmxcsr	(%rsp)		/* SSE rounding mode and exception masks */
 	fnstcw	4(%rsp)		/* x87 precision and rounding control */
+	movl	(%rsp), %eax	/* ours, to compare (rax, rcx: caller-saved) */
+	movzwl	4(%rsp), %ecx
 	movq	%rsp, (%rdi)	/* publish the old context's sp */
 	movq	%rsi, %rsp	/* now on the next context's stack */
-	ldmxcsr	(%rsp)
-	fldcw	4(%rsp)
+	/* Loading MXCSR or the x87 CW stalls the pipeline; nearly every
+	 * context has the same values, so load only what differs. */
+	cmpl	(%rsp), %eax
+	jne	.Lload_mxcsr
+.Lmxcsr_done:
+	cmpw	4(%rsp), %cx
+	jne	.Lload_fpucw
+.Lfpucw_done:
 	addq	$8, %rsp
 	popq	%r15
 	popq	%r14
@@ -38,6 +46,12 @@ weft_ctx_switch:
 	popq	%rbx
 	popq	%rbp
 	ret			/* to where the next context called us, or ctx_start */
+.Lload_mxcsr:
+	ldmxcsr	(%rsp)
+	jmp	.Lmxcsr_done
+.Lload_fpucw:
+	fldcw	4(%rsp)
+	jmp	.Lfpucw_done
 	.cfi_endproc
 	.size	weft_ctx_switch, .-weft_ctx_switch
 

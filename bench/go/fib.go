@@ -5,7 +5,10 @@
 //
 //	fib [-n 32] [-cutoff 20]   QUICK=1 in the environment uses n=27.
 //
-// Output: go_fib_ms=<wall ms> n=<N> result=<fib(N)> gomaxprocs=<P>
+// One untimed warm-up call, then the median of 9 timed calls (as
+// bench/weft/fib.c).
+//
+// Output: go_fib_ms=<median wall ms of one call> n=<N> result=<fib(N)> gomaxprocs=<P>
 package main
 
 import (
@@ -13,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sort"
 	"time"
 )
 
@@ -43,9 +47,19 @@ func main() {
 		*n = 27
 	}
 
-	t0 := time.Now()
-	r := fib(*n)
-	el := time.Since(t0)
-	fmt.Printf("go_fib_ms=%.2f n=%d result=%d gomaxprocs=%d\n",
-		float64(el.Nanoseconds())/1e6, *n, r, runtime.GOMAXPROCS(0))
+	want := serial(*n)
+	r := fib(*n) // warm-up
+	ms := make([]float64, 9)
+	for i := range ms {
+		t0 := time.Now()
+		r = fib(*n)
+		ms[i] = float64(time.Since(t0).Nanoseconds()) / 1e6
+		if r != want {
+			fmt.Fprintf(os.Stderr, "fib: got %d, want %d\n", r, want)
+			os.Exit(1)
+		}
+	}
+	sort.Float64s(ms)
+	fmt.Printf("go_fib_ms=%.3f n=%d result=%d gomaxprocs=%d\n",
+		ms[len(ms)/2], *n, r, runtime.GOMAXPROCS(0))
 }
