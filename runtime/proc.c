@@ -42,7 +42,7 @@ struct p *allp[MAXPROCS];
 struct m *_Atomic allm;
 __thread struct m *tls_m __attribute__((tls_model("initial-exec")));
 _Atomic int64_t coarsenow;
-static _Atomic int32_t nallp; /* Ps allocated (>= gomaxprocs) */
+_Atomic int32_t nallp; /* Ps allocated (>= gomaxprocs); see runtime.h */
 
 /* Set by the preload shim to the real pthread_create. */
 int (*rt_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
@@ -135,6 +135,13 @@ bool runqempty(struct p *pp)
 	}
 }
 
+/* Gs in pp's ring (not counting runnext); owner only. */
+static uint32_t runqlen(struct p *pp)
+{
+	return atomic_load_explicit(&pp->runqtail, memory_order_relaxed) -
+	       atomic_load_explicit(&pp->runqhead, memory_order_relaxed);
+}
+
 /* Move half the local queue plus gp to the global queue (queue full). */
 static bool runqputslow(struct p *pp, struct g *gp, uint32_t h, uint32_t t)
 {
@@ -164,7 +171,7 @@ static bool runqputslow(struct p *pp, struct g *gp, uint32_t h, uint32_t t)
 }
 
 /* Owner only.  next: put gp in runnext, kicking the old one to the tail. */
-void runqput(struct p *pp, struct g *gp, bool next)
+static inline __attribute__((always_inline)) void runqput_inl(struct p *pp, struct g *gp, bool next)
 {
 	if (next) {
 		struct g *old = atomic_load_explicit(&pp->runnext, memory_order_relaxed);
@@ -192,8 +199,13 @@ void runqput(struct p *pp, struct g *gp, bool next)
 	}
 }
 
+void runqput(struct p *pp, struct g *gp, bool next)
+{
+	runqput_inl(pp, gp, next);
+}
+
 /* Owner only.  *inherit: gp came from runnext (shares the time slice). */
-struct g *runqget(struct p *pp, bool *inherit)
+static inline __attribute__((always_inline)) struct g *runqget_inl(struct p *pp, bool *inherit)
 {
 	struct g *next = atomic_load_explicit(&pp->runnext, memory_order_relaxed);
 	if (next && atomic_compare_exchange_strong_explicit(&pp->runnext, &next, NULL,
@@ -215,6 +227,11 @@ struct g *runqget(struct p *pp, bool *inherit)
 							  memory_order_release, memory_order_relaxed))
 			return gp;
 	}
+}
+
+struct g *runqget(struct p *pp, bool *inherit)
+{
+	return runqget_inl(pp, inherit);
 }
 
 /* Grab half of victim's queue into batch (a ring starting at bhead). */
@@ -645,7 +662,8 @@ static __attribute__((noinline)) void gstart(struct m *m, struct g *gp)
 /* Switch from 'from' (a G, or NULL for g0) to 'to' (a G, or NULL for
  * g0).  Returns in 'from' when something switches back to it, possibly
  * on another M; the caller must re-read getm(). */
-static void gswitch(struct m *m, struct g *from, struct g *to)
+static inline __attribute__((always_inline)) void gswitch_inl(struct m *m, struct g *from,
+								struct g *to)
 {
 	void **save = from ? &from->sp : &m->g0sp;
 	if (from) {
@@ -678,6 +696,12 @@ static void gswitch(struct m *m, struct g *from, struct g *to)
 	afterswitch(m);
 	if (from)
 		*m->errnop = from->errno_save; /* on the thread we run on now */
+}
+
+/* gswitch_inl's out-of-line copy, for the scheduler's less frequent paths. */
+static __attribute__((noinline)) void gswitch(struct m *m, struct g *from, struct g *to)
+{
+	gswitch_inl(m, from, to);
 }
 
 /* The first code a new G runs (via weft_ctx_start). */
@@ -714,7 +738,7 @@ static struct g *nextg_fast(struct m *m, struct p *pp)
 		unlock(&sched.lock);
 	}
 	if (!gp)
-		gp = runqget(pp, NULL);
+		gp = runqget_inl(pp, NULL);
 	if (!gp && atomic_load_explicit(&sched.runqsize, memory_order_relaxed)) {
 		lock(&sched.lock);
 		gp = globrunqget(pp, 0);
@@ -734,7 +758,7 @@ static struct g *nextg_fast(struct m *m, struct p *pp)
 static void gleave(struct m *m, struct g *gp)
 {
 	struct g *next = m->lockedg ? NULL : nextg_fast(m, m->p);
-	gswitch(m, gp, next);
+	gswitch_inl(m, gp, next);
 }
 
 /* Park the running G.  See runtime.h. */
@@ -782,7 +806,7 @@ static void ready(struct g *gp, bool next)
 static bool after_runqput(struct g *gp, void *arg)
 {
 	(void)arg;
-	runqput(getm()->p, gp, false);
+	runqput_inl(getm()->p, gp, false);
 	return true;
 }
 
@@ -807,7 +831,7 @@ void weft_yield(void)
 		atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
 		m->afterfn = m->lockedg ? after_globrunqput : after_runqput;
 		m->aftergp = gp;
-		gswitch(m, gp, next);
+		gswitch_inl(m, gp, next);
 	}
 	rt_leave();
 }
@@ -969,6 +993,15 @@ int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 	else
 		globrunqput(gp);
 	wakep();
+	/* A spawner that has filled its P's queue yields to the Gs it made
+	 * (it goes to the tail) instead of letting the next spawn spill half
+	 * the queue to the global one: a spawning loop then works on a few
+	 * hundred warm descriptors and stacks rather than on a backlog of
+	 * thousands that fell out of the caches.  Idle Ps still steal.  Only
+	 * for a call from G code (rtdepth 1: ours), never from inside the
+	 * runtime. */
+	if (pp && !m->lockedg && m->curg->rtdepth == 1 && runqlen(pp) >= RUNQ_SIZE - 1)
+		weft_yield();
 	rt_leave();
 	return id;
 }

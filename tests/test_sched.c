@@ -449,6 +449,45 @@ Test(sched, queued_gs_hold_no_stack, .timeout = 60)
 	cr_assert_eq(WEXITSTATUS(c.status), 0, "stdout: %s stderr: %s", c.out, c.err);
 }
 
+/* ---- a spawner that fills its queue makes way ------------------------------------ */
+
+static _Atomic int spawned_ran;
+
+static void count_run(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&spawned_ran, 1);
+	weft_wg_done(&queued_wg);
+}
+
+static int backpressure_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	weft_wg_add(&queued_wg, 1000);
+	/* one P and no yield of our own: without backpressure all 1,000
+	 * would wait (spilling to the global queue) until we park */
+	for (int i = 0; i < 1000; i++)
+		if (weft_go(count_run, NULL) < 0)
+			return 10;
+	int ran = atomic_load(&spawned_ran);
+	weft_wg_wait(&queued_wg);
+	printf("ran before the spawner parked: %d\n", ran);
+	return ran >= 500 ? 0 : 11;
+}
+
+static int backpressure_child(void)
+{
+	return weft_main(backpressure_body, 0, NULL);
+}
+
+Test(sched, full_queue_spawner_yields, .timeout = 30)
+{
+	struct child c;
+	run_child(&c, env_procs1, backpressure_child, 20);
+	cr_assert(WIFEXITED(c.status), "status %d, stderr: %s", c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "stdout: %s stderr: %s", c.out, c.err);
+}
+
 /* ---- stack overflow is reported, never silent ---------------------------------- */
 
 static int recurse(int n)
