@@ -3,9 +3,12 @@
 #
 # examples/echo_threads.c is a classic echo server: one pthread per
 # connection, blocking read/write, built without weft and knowing nothing
-# of it.  The demo runs it twice under the same load - natively, then
-# under "weft run --procs 2" (its pthreads become green threads on two
-# processors) - and prints the two side by side.
+# of it.  The demo runs it under the same load natively and under "weft
+# run --procs 2" (its pthreads become green threads on two processors),
+# DEMO_RUNS times each (default 3), alternating, and prints side by side
+# the run of each with the median messages per second: on a machine
+# shared with other work one run says little.  It also says how busy the
+# machine was just before each run.
 #
 # Load: bench/loadgen, DEMO_CONNS concurrent connections (default 10000),
 # each a closed loop of 64-byte messages, 1 s warm-up then DEMO_SECS
@@ -17,14 +20,18 @@
 # runs, are not counted).
 #
 # Environment: BUILD (default build), DEMO_CONNS, DEMO_SECS, DEMO_PROCS
-# (default 2).  The soft fd limit is raised to the hard limit.
+# (default 2), DEMO_RUNS.  The soft fd limit is raised to the hard limit.
 set -u
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-build="$root/${BUILD:-build}"
+case ${BUILD:-build} in
+/*) build=$BUILD ;;
+*) build="$root/${BUILD:-build}" ;;
+esac
 conns=${DEMO_CONNS:-10000}
 secs=${DEMO_SECS:-3}
 procs=${DEMO_PROCS:-2}
+runs=${DEMO_RUNS:-3}
 server="$build/examples/echo_threads"
 weft="$build/bin/weft"
 run="$root/bench/echo_server_run.sh"
@@ -51,6 +58,16 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# Percent of all CPUs busy over the next second (nothing of ours runs).
+busy() {
+	local a b
+	a=$(awk '/^cpu / { print $2+$3+$4+$7+$8+$9, $5+$6 }' /proc/stat)
+	sleep 1
+	b=$(awk '/^cpu / { print $2+$3+$4+$7+$8+$9, $5+$6 }' /proc/stat)
+	awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " ");
+		t = (y[1] - x[1]) + (y[2] - x[2]); printf "%d", (t > 0 ? 100 * (y[1] - x[1]) / t : 0) }'
+}
+
 # KernelStack + PageTables now, in KiB
 kmem() {
 	awk '/^(KernelStack|PageTables):/ { s += $2 } END { print s }' /proc/meminfo
@@ -76,7 +93,7 @@ measure() {
 	base=$(kmem)
 	sample "$tmp/$name.max" &
 	sampler=$!
-	BUILD=${BUILD:-build} "$run" -n "$name" -c "$conns" -d "$secs" -w 1 -- "$@" \
+	"$run" -n "$name" -c "$conns" -d "$secs" -w 1 -l "$build/bench/loadgen" -- "$@" \
 		>"$tmp/$name" 2>"$tmp/$name.err"
 	local rc=$?
 	kill "$sampler" 2>/dev/null
@@ -96,13 +113,32 @@ field() { # field FILE KEY
 }
 
 echo "weft demo: examples/echo_threads - one pthread per connection, blocking read/write,"
-echo "built without weft.  $conns connections, 64-byte messages, $secs s measured."
-echo "running it natively ..."
-measure native "$server"
-echo "running it under weft run --procs $procs ..."
-measure weft "$weft" run --procs "$procs" -- "$server"
+echo "built without weft.  $conns connections, 64-byte messages, $secs s measured, $runs runs each."
+loads=""
+for r in $(seq "$runs"); do
+	loads="$loads $(busy)%"
+	echo "run $r of $runs: natively ..."
+	measure "native.$r" "$server"
+	loads="$loads $(busy)%"
+	echo "run $r of $runs: under weft run --procs $procs ..."
+	measure "weft.$r" "$weft" run --procs "$procs" -- "$server"
+done
 
-n="$tmp/native" w="$tmp/weft"
+# median NAME: the run of NAME with the median messages per second
+median() {
+	local f
+	for f in "$tmp/$1".[0-9]*; do
+		case $f in *.kmem | *.max | *.err) continue ;; esac
+		echo "$(field "$f" msgs_per_sec) $f"
+	done | sort -n | awk '{ l[NR] = $2 } END { print l[int((NR + 1) / 2)] }'
+}
+each() { # each NAME: messages per second of every run, in order
+	local r out=""
+	for r in $(seq "$runs"); do out="$out $(field "$tmp/$1.$r" msgs_per_sec)"; done
+	echo "$out"
+}
+
+n=$(median native) w=$(median weft)
 mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
 ms() { awk -v u="$1" 'BEGIN { printf "%.1f", u / 1000 }'; }
@@ -123,6 +159,10 @@ row "server peak RSS (MiB)" "$(mib "$(field "$n" rss_kib)")" "$(mib "$(field "$w
 	"$(ratio "$(field "$w" rss_kib)" "$(field "$n" rss_kib)")"
 row "kernel stacks+tables (MiB)" "$(mib "$(cat "$n.kmem")")" "$(mib "$(cat "$w.kmem")")" \
 	"$(ratio "$(cat "$w.kmem")" "$(cat "$n.kmem")")"
+echo
+echo "Each side: the run with the median messages per second (all runs, in order:"
+echo "native$(each native); weft$(each weft))."
+echo "Before the runs, other work kept the machine's CPUs busy:$loads."
 echo
 echo "Same binary, no source change: under weft each pthread is a green thread that"
 echo "parks in read() instead of holding an OS thread.  docs/preload.md explains how."

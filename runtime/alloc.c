@@ -6,9 +6,12 @@
  * malloc is not touched: jemalloc is linked in privately (its malloc
  * symbols are hidden in libweft), and weft never calls plain malloc.
  *
- * The arena's extents are mapped with MAP_POPULATE: on this kind of VM a
- * first-touch page fault costs 11-21 us, a populated page ~0.7 us, and a
- * million descriptors would otherwise spend seconds in page faults.
+ * The arena's memory is populated (MADV_POPULATE_WRITE) as jemalloc
+ * commits it: on this kind of VM a first-touch page fault costs 11-21 us,
+ * a populated page ~0.7 us, and a million descriptors would otherwise
+ * spend seconds in page faults.  jemalloc maps address space ahead in
+ * ever larger extents and commits from them only what it hands out
+ * (ext_commit), so the rest costs no memory.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,12 +24,20 @@
 static unsigned arena;       /* weft's jemalloc arena */
 static bool arena_ok;
 
+/* Address space for jemalloc.  Nothing is populated here: most of what
+ * jemalloc maps it does not use yet (it grows in ever larger extents, and
+ * an arena's metadata block is 2 MiB of which a few pages are used).
+ * Asked for uncommitted memory (*commit false, the extents it grows into),
+ * we say so, and jemalloc commits each piece before using it: ext_commit
+ * populates exactly that.  Asked for committed memory (metadata), the
+ * mapping is usable as it is; its pages fault in as they are touched. */
 static void *ext_alloc(extent_hooks_t *h, void *addr, size_t size, size_t align,
 		       bool *zero, bool *commit, unsigned ind)
 {
 	(void)h;
 	(void)ind;
-	int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE;
+	(void)commit; /* as asked: committed or not, it is mapped read-write */
+	int flags = MAP_PRIVATE | MAP_ANONYMOUS;
 	if (addr) {
 		void *p = mmap(addr, size, PROT_READ | PROT_WRITE, flags, -1, 0);
 		if (p == MAP_FAILED)
@@ -35,12 +46,12 @@ static void *ext_alloc(extent_hooks_t *h, void *addr, size_t size, size_t align,
 			munmap(p, size);
 			return NULL;
 		}
-		*zero = *commit = true;
+		*zero = true;
 		return p;
 	}
 	/* over-map, then trim to the alignment jemalloc asks for */
 	size_t len = size + (align > 4096 ? align : 0);
-	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, flags & ~MAP_POPULATE, -1, 0);
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, flags, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;
 	char *a = (char *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
@@ -48,9 +59,20 @@ static void *ext_alloc(extent_hooks_t *h, void *addr, size_t size, size_t align,
 		munmap(p, a - p);
 	if (p + len > a + size)
 		munmap(a + size, p + len - (a + size));
-	madvise(a, size, MADV_POPULATE_WRITE); /* best effort; faults otherwise */
-	*zero = *commit = true;
+	*zero = true;
 	return a;
+}
+
+/* jemalloc is about to use [addr+off, +len): populate it (best effort: an
+ * unpopulated page just faults in).  Never fails. */
+static bool ext_commit(extent_hooks_t *h, void *addr, size_t size, size_t off, size_t len,
+		       unsigned ind)
+{
+	(void)h;
+	(void)size;
+	(void)ind;
+	madvise((char *)addr + off, len, MADV_POPULATE_WRITE);
+	return false;
 }
 
 static bool ext_dalloc(extent_hooks_t *h, void *addr, size_t size, bool committed, unsigned ind)
@@ -97,6 +119,7 @@ static extent_hooks_t hooks = {
 	.alloc = ext_alloc,
 	.dalloc = ext_dalloc,
 	.destroy = ext_destroy,
+	.commit = ext_commit,
 	.purge_forced = ext_purge,
 	.split = ext_split,
 	.merge = ext_merge,

@@ -167,6 +167,7 @@ PCASE(barrier)
 PCASE(spin)
 PCASE(sem)
 PCASE(pshared)
+PCASE(unhooked)
 
 /* A mutex, a cond and a semaphore shared by Gs and a real thread (one
  * with its own stack, which stays a thread): says so once on stderr. */

@@ -42,8 +42,9 @@
 #define SIGWEFT (SIGRTMAX - 3)
 
 static bool active;            /* the signal thread runs */
-static struct lock plock;      /* P, pgen */
-static sigset_t P;             /* the program's mask */
+static struct lock plock;      /* changes of P */
+static sigset_t P;             /* the program's mask (plock) */
+static _Atomic uint64_t pbits; /* P's signals 1..64, read without a lock (handlers) */
 static _Atomic uint64_t pgen;  /* bumped with every change of P */
 static _Atomic uint64_t applied; /* pgen the signal thread runs with */
 static _Atomic int sigtid;     /* the signal thread */
@@ -76,26 +77,39 @@ static bool async_sig(int s)
 	return true;
 }
 
-/* What an M runs with: every asynchronous signal blocked. */
-static void m_mask(sigset_t *m)
+static uint64_t tobits(const sigset_t *s)
 {
-	sigemptyset(m);
-	for (int s = 1; s < NSIG; s++)
-		if (async_sig(s))
-			sigaddset(m, s);
-	lock(&plock);
-	if (sigismember(&P, SIGPIPE))
-		sigaddset(m, SIGPIPE);
-	if (sigismember(&P, SIGXFSZ))
-		sigaddset(m, SIGXFSZ);
-	unlock(&plock);
+	uint64_t b = 0;
+	for (int i = 1; i <= 64 && i < NSIG; i++)
+		if (sigismember(s, i))
+			b |= 1ULL << (i - 1);
+	return b;
 }
 
+static void frombits(uint64_t b, sigset_t *s)
+{
+	sigemptyset(s);
+	for (int i = 1; i <= 64 && i < NSIG; i++)
+		if (b & (1ULL << (i - 1)))
+			sigaddset(s, i);
+}
+
+/* What an M runs with: every asynchronous signal blocked.  No lock: a
+ * SIGWEFT handler computes it. */
+static void m_mask(sigset_t *m)
+{
+	uint64_t p = atomic_load_explicit(&pbits, memory_order_acquire);
+	sigemptyset(m);
+	for (int s = 1; s < NSIG; s++)
+		if (async_sig(s) || ((s == SIGPIPE || s == SIGXFSZ) && s <= 64 &&
+				     (p & (1ULL << (s - 1)))))
+			sigaddset(m, s);
+}
+
+/* What the signal thread runs with: P. */
 static void st_mask(sigset_t *m)
 {
-	lock(&plock);
-	*m = P;
-	unlock(&plock);
+	frombits(atomic_load_explicit(&pbits, memory_order_acquire), m);
 	sigdelset(m, SIGWEFT);
 }
 
@@ -111,6 +125,9 @@ static void on_weft(int sig, siginfo_t *si, void *ucv)
 	int e = errno_get();
 	ucontext_t *uc = ucv;
 	if (gettid_() == atomic_load(&sigtid)) {
+		/* pgen before pbits: setp stores pbits, then bumps pgen, so
+		 * the mask read after seeing g is g's or a newer one, and
+		 * 'applied = g' never claims a mask older than g */
 		uint64_t g = atomic_load(&pgen);
 		st_mask(&uc->uc_sigmask);
 		atomic_store(&applied, g);
@@ -289,6 +306,7 @@ void sig_start(void)
 	install();
 	REAL(pthread_sigmask)(SIG_SETMASK, NULL, &P);
 	sigdelset(&P, SIGWEFT);
+	atomic_store(&pbits, tobits(&P));
 	REAL(pthread_sigmask)(SIG_SETMASK, &P, NULL);
 	atomic_store(&sigtid, gettid_());
 	/* Ms made before now (runtime start) got P: give them theirs */
@@ -384,6 +402,7 @@ static int setp(int how, const sigset_t *set, sigset_t *old)
 	uint64_t g = 0;
 	if (changed) {
 		P = now;
+		atomic_store_explicit(&pbits, tobits(&now), memory_order_release);
 		g = atomic_fetch_add(&pgen, 1) + 1;
 	}
 	unlock(&plock);
@@ -398,12 +417,14 @@ static int setp(int how, const sigset_t *set, sigset_t *old)
 	sfd_update();
 	if (sigismember(&was, SIGPIPE) != sigismember(&now, SIGPIPE) ||
 	    sigismember(&was, SIGXFSZ) != sigismember(&now, SIGXFSZ)) {
-		sigset_t mm;
-		m_mask(&mm);
-		REAL(pthread_sigmask)(SIG_SETMASK, &mm, NULL);
-		int me = gettid_();
+		/* Every M, this one too (the handler runs before tgkill
+		 * returns), takes its mask from pbits in its SIGWEFT handler,
+		 * as pbits is then.  Each M gets a SIGWEFT sent after the
+		 * last change's store, so the last change wins on every M; a
+		 * mask computed here and set directly could land after the
+		 * handler of a newer change had run on this M. */
 		for (struct m *m = atomic_load(&allm); m; m = m->alllink)
-			if (m->tid && m->tid != me)
+			if (m->tid)
 				tell(m->tid);
 	}
 	/* as the kernel: a signal unblocked now is handled before we return */

@@ -114,7 +114,12 @@ static void case_exec(void)
 /* ---- threads in the parent and in the child ----------------------------------------- */
 
 static atomic_int stop;
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* the parent's busy threads */
+static long busy_count;
+/* The children's own.  A mutex that another thread holds, or is being
+ * handed, at the moment of fork stays so in the child for good (POSIX;
+ * natively too), so a child must not lock mu. */
+static pthread_mutex_t cmu = PTHREAD_MUTEX_INITIALIZER;
 static long count;
 
 static void *busy(void *arg)
@@ -122,7 +127,7 @@ static void *busy(void *arg)
 	(void)arg;
 	while (!atomic_load(&stop)) {
 		pthread_mutex_lock(&mu);
-		count++;
+		busy_count++;
 		pthread_mutex_unlock(&mu);
 		usleep(10);
 	}
@@ -134,9 +139,9 @@ static void *child_worker(void *arg)
 	(void)arg;
 	for (int i = 0; i < 10; i++) {
 		usleep(1000);
-		pthread_mutex_lock(&mu);
+		pthread_mutex_lock(&cmu);
 		count++;
-		pthread_mutex_unlock(&mu);
+		pthread_mutex_unlock(&cmu);
 	}
 	return NULL;
 }
@@ -144,9 +149,9 @@ static void *child_worker(void *arg)
 /* In a child: 100 threads, each sleeps and counts 10 times. */
 static int child_body(int depth)
 {
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&cmu);
 	count = 0;
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&cmu);
 	pthread_t t[100];
 	for (int i = 0; i < 100; i++)
 		if (pthread_create(&t[i], NULL, child_worker, NULL) != 0)
@@ -188,6 +193,7 @@ static void case_spawn_gs(void)
 	atomic_store(&stop, 1);
 	for (int i = 0; i < 8; i++)
 		CHECK(pthread_join(b[i], NULL) == 0);
+	CHECK(busy_count > 0);
 	/* a child whose main thread returns while others still run */
 	pid_t pid = fork();
 	if (pid == 0) {
