@@ -10,10 +10,12 @@
  * never enter its own hooks, and errno stays untouched.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "runtime.h"
@@ -26,12 +28,33 @@ _Atomic int32_t netpollwaiters;   /* Gs parked on fds */
 
 #define BREAK_TAG UINT64_MAX
 
+/* Move one of the runtime's own fds (close-on-exec) out of the
+ * program's way, near the top of RLIMIT_NOFILE.  Programs count on low
+ * numbers: the next open() returning the lowest free fd, or fds they
+ * inherited being closed - GNU make checks whether the jobserver fds in
+ * MAKEFLAGS are open, and pselect()s forever on whatever now holds
+ * fd 3 if it is ours.  Returns the new fd, or fd as it was. */
+int rt_fdhigh(int fd)
+{
+	struct rlimit rl;
+	if (fd < 0 || getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < 256 ||
+	    rl.rlim_cur == RLIM_INFINITY)
+		return fd;
+	long hi = sys3(SYS_fcntl, fd, F_DUPFD_CLOEXEC, (long)(rl.rlim_cur - 64));
+	if (hi < 0)
+		return fd;
+	(void)sys3(SYS_close, fd, 0, 0);
+	return (int)hi;
+}
+
 void netpollinit(void)
 {
 	long ep = sys3(SYS_epoll_create1, EPOLL_CLOEXEC, 0, 0);
 	long bf = sys3(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK, 0);
 	if (ep < 0 || bf < 0)
 		fatal("netpollinit: %s", strerror((int)-(ep < 0 ? ep : bf)));
+	ep = rt_fdhigh((int)ep);
+	bf = rt_fdhigh((int)bf);
 	netpoll_epfd = (int)ep;
 	netpoll_breakfd = (int)bf;
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = BREAK_TAG };

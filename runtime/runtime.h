@@ -139,7 +139,10 @@ struct g {
 	struct g *schedlink;      /* next in the global run queue or a free list */
 	struct m *lockedm;        /* M this G is locked to, or NULL */
 	uintptr_t param;          /* value passed by the waker to the parked G */
-	int64_t waitsince;        /* nanotime() when parked, for dumps */
+	/* nanotime() when parked, for dumps; relaxed: a dump may read it
+	 * while an M that did not stop for it parks the G (a stale value
+	 * only misprints the minutes) */
+	_Atomic int64_t waitsince;
 	struct timer *timer;      /* reusable sleep timer, allocated on first use */
 	void *waiting;            /* the waiter record this G is parked on */
 	char *name;               /* from weft_attr_t, or NULL */
@@ -290,7 +293,11 @@ struct sched {
 };
 
 extern struct sched sched;
+/* allp[0..nallp): every P made so far.  A new P is stored in allp
+ * before nallp grows (seq_cst, so release); read nallp first, with at
+ * least acquire, and only allp[i] below it: the P is then seen whole. */
 extern struct p *allp[MAXPROCS];
+extern _Atomic int32_t nallp;
 extern struct m *_Atomic allm;
 
 /* The M running on this OS thread; NULL for plain threads. Initial-exec
@@ -414,6 +421,7 @@ void wakenetpoller(int64_t when);
 /* ---- netpoll.c ---------------------------------------------------------- */
 
 void netpollinit(void);
+int rt_fdhigh(int fd); /* a runtime fd, moved out of the program's low numbers */
 struct g *netpoll(int64_t delay);        /* Gs made ready; delay <0 block, 0 poll */
 void netpollbreak(void);
 bool netpollinited(void);

@@ -623,3 +623,37 @@ G_TEST(hook_fd, unix_connect_full_backlog, 30)
 	close(lfd);
 	return 0;
 }
+
+/* ---- the runtime's own fds stay out of the program's way ------------------------ */
+
+/* Programs count on the lowest free fd: the next open() after start-up
+ * returns it, and an fd number they inherited closed stays closed (GNU
+ * make checks the jobserver fds in MAKEFLAGS and, finding weft's epoll fd
+ * at 3, waited on it forever).  The runtime puts its epoll and eventfd
+ * near the top of RLIMIT_NOFILE. */
+static int lowfd_before;
+
+static int lowfd_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	int fd = open("/dev/null", O_RDONLY);
+	CHECK(fd == lowfd_before);
+	close(fd);
+	return 0;
+}
+
+static int lowfd_child(void)
+{
+	lowfd_before = open("/dev/null", O_RDONLY); /* before the runtime starts */
+	close(lowfd_before);
+	int r = weft_main(lowfd_body, 0, NULL);
+	return r ? r : check_failures ? 99 : 0;
+}
+
+Test(fd, runtime_fds_leave_low_numbers_free, .timeout = 30)
+{
+	static struct child c;
+	run_child(&c, env_procs1, lowfd_child, 20);
+	cr_assert(WIFEXITED(c.status), "status %d, stderr: %s", c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "exit %d, stderr: %s", WEXITSTATUS(c.status), c.err);
+}

@@ -263,16 +263,7 @@ static void watcher_start(void)
 	long fd = sys4(SYS_signalfd4, -1, &m, 8, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (fd < 0)
 		return;
-	/* out of the way of programs that count on low fd numbers */
-	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur >= 256) {
-		long hi = sys3(SYS_fcntl, fd, F_DUPFD_CLOEXEC, (long)(rl.rlim_cur - 64));
-		if (hi >= 0) {
-			(void)sys3(SYS_close, fd, 0, 0);
-			fd = hi;
-		}
-	}
-	sfd = (int)fd;
+	sfd = rt_fdhigh((int)fd); /* out of the way of programs' low fd numbers */
 	sfd_update();
 	weft_attr_t a = { .stack_size = 64 * 1024, .name = "weft signals" };
 	if (weft_go_attr(&a, watcher, NULL) < 0)
