@@ -111,7 +111,8 @@ static int32_t lockedidle(void)
 
 static bool runqsempty(void)
 {
-	for (int32_t i = 0; i < MAXPROCS && allp[i]; i++)
+	int32_t n = atomic_load_explicit(&nallp, memory_order_acquire);
+	for (int32_t i = 0; i < n; i++)
 		if (!runqempty(allp[i]))
 			return false;
 	return true;
@@ -131,7 +132,7 @@ static void readcounters(struct counters *c)
 	c->nmidle = sched.nmidle;
 	c->mcount = atomic_load(&sched.mcount);
 	unlock(&sched.lock);
-	c->ngs = atomic_load(&sched.ngs);
+	c->ngs = gcount();
 }
 
 static bool samecounters(const struct counters *a, const struct counters *b)

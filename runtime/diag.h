@@ -17,6 +17,9 @@ void dump_init(void);
 /* Runtime threads other than Ms and sysmon that dump.c started (the
  * dumper), for the deadlock check's thread count. */
 int dump_nthreads(void);
+/* At the start of every M's thread (weak hook in proc.c): waits while a
+ * dump that did not stop this M is in progress. */
+void dump_mstart(void);
 
 /* ---- traceback.c --------------------------------------------------------- */
 

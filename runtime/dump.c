@@ -52,6 +52,15 @@ static struct {
 } fz;
 
 static struct lock dumplock;     /* one dump at a time */
+
+/* 1 from the start of a freeze to its thaw (a futex word).  An M whose
+ * thread starts meanwhile was not asked to stop (it was not on allm yet,
+ * or had no tid to signal), so it waits in dump_mstart before it runs
+ * any G.  seq_cst here, on allm and on m->tid: freeze sets it before it
+ * reads allm and the tids, and an M is on allm before its thread runs,
+ * which stores its tid and then reads this; so either freeze signals the
+ * M, or the M sees the flag. */
+static _Atomic uint32_t dumping;
 static struct sigaction oldurg;
 
 static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)
@@ -130,12 +139,20 @@ static void sleepus(long us)
 	nanosleep(&ts, NULL);
 }
 
-/* Stop every M but our own in its SIGURG handler; wait up to 200 ms. */
+/* Stop every M but our own in its SIGURG handler; wait up to 200 ms.
+ * sched.lock is held until the thaw: every M that went idle (stopm,
+ * the netpoller) gave it up last, so what those Ms wrote happens before
+ * the dump reads it even if they cannot take the signal at once (under
+ * TSan, which runs the handler of a thread asleep in a raw system call
+ * only once it wakes); and no idle M is handed a P meanwhile.  Taken
+ * before the freeze, so no stopped M holds it. */
 static void freeze(void)
 {
 	struct m *self = getm();
 	int32_t k = 0;
+	lock(&sched.lock);
 	atomic_store(&fz.thaw, 0);
+	atomic_store(&dumping, 1);
 	for (struct m *m = atomic_load(&allm); m && k < fz.cap; m = m->alllink) {
 		if (m == self)
 			continue;
@@ -147,7 +164,7 @@ static void freeze(void)
 	atomic_store_explicit(&fz.n, k, memory_order_release);
 	pid_t pid = getpid();
 	for (int32_t i = 0; i < k; i++) {
-		int tid = atomic_load_explicit(&fz.slots[i].m->tid, memory_order_relaxed);
+		int tid = atomic_load(&fz.slots[i].m->tid); /* seq_cst: see dumping */
 		if (tid <= 0 || syscall(SYS_tgkill, pid, tid, SIGURG) != 0)
 			atomic_store(&fz.slots[i].state, FZ_GONE); /* not started, or gone */
 	}
@@ -167,15 +184,18 @@ static void thaw(void)
 	atomic_store_explicit(&fz.n, 0, memory_order_release); /* no new claims */
 	atomic_store_explicit(&fz.thaw, 1, memory_order_release);
 	futex(&fz.thaw, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL);
+	atomic_store(&dumping, 0);
+	futex(&dumping, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL);
 	/* wait for the held ones to leave before the slots are reused */
 	for (int tries = 0; tries < 10000; tries++) {
 		bool all = true;
 		for (int32_t i = 0; i < k && all; i++)
 			all = atomic_load(&fz.slots[i].state) != FZ_HELD;
 		if (all)
-			return;
+			break;
 		sleepus(100);
 	}
+	unlock(&sched.lock);
 }
 
 /* The frozen M whose stack pointer is inside gp's stack, if any. */
@@ -269,7 +289,7 @@ static void snapone(struct g *gp, void *arg)
 	s->id = gp->id;
 	s->status = st;
 	s->reason = atomic_load_explicit(&gp->waitreason, memory_order_relaxed);
-	s->waitsince = gp->waitsince;
+	s->waitsince = atomic_load_explicit(&gp->waitsince, memory_order_relaxed);
 	s->name[0] = 0;
 	if (gp->name)
 		snprintf(s->name, sizeof s->name, "%s", gp->name);
@@ -388,10 +408,18 @@ int dump_nthreads(void)
 	return atomic_load(&ndumpers);
 }
 
-/* A child of fork has no dumper thread (fork.c). */
+/* A new M, before it runs anything: wait for a dump in progress. */
+void dump_mstart(void)
+{
+	while (atomic_load(&dumping)) /* seq_cst: see dumping */
+		futex(&dumping, FUTEX_WAIT_PRIVATE, 1, NULL);
+}
+
+/* A child of fork has no dumper thread (fork.c), and no dump going on. */
 void dump_afterfork_child(void)
 {
 	atomic_store(&ndumpers, 0);
+	atomic_store(&dumping, 0);
 }
 
 void dump_init(void)

@@ -128,6 +128,7 @@ void runtime_afterfork_child(void)
 	for (int32_t i = n - 1; i >= 0; i--) {
 		struct p *pp = allp[i];
 		resetp(pp);
+		atomic_store(&pp->ngs, 0); /* the one G left counts in sched.ngs */
 		if (pp == mine)
 			continue;
 		pp->m = NULL;

@@ -433,14 +433,18 @@ static struct p *releasep(struct m *m)
 /* ---- Ms ------------------------------------------------------------------ */
 
 static void schedule(struct m *m) __attribute__((noreturn));
+void dump_mstart(void) __attribute__((weak)); /* dump.c */
 
 static void *mstart(void *arg)
 {
 	struct m *m = arg;
 	tls_m = m;
 	m->errnop = &errno;
-	/* relaxed: a dump that reads 0 just skips this M */
-	atomic_store_explicit(&m->tid, (int)syscall(SYS_gettid), memory_order_relaxed);
+	/* seq_cst, then dump_mstart: a dump either stops this M or is
+	 * waited for (dump.c) */
+	atomic_store(&m->tid, (int)syscall(SYS_gettid));
+	if (dump_mstart)
+		dump_mstart();
 	pthread_attr_t a;
 	if (pthread_getattr_np(pthread_self(), &a) == 0) {
 		void *lo;
@@ -634,13 +638,18 @@ void injectglist(struct g *list)
 
 /* ---- switching ------------------------------------------------------------- */
 
-/* Run the deferred work of the context we just switched away from. */
+static bool after_runqput(struct g *gp, void *arg);
+
+/* Run the deferred work of the context we just switched away from.  A
+ * yield's (back on our queue) is done inline: it is the most frequent. */
 static inline void afterswitch(struct m *m)
 {
 	bool (*fn)(struct g *, void *) = m->afterfn;
 	if (fn) {
 		m->afterfn = NULL;
-		if (!fn(m->aftergp, m->afterarg))
+		if (fn == after_runqput)
+			runqput_inl(m->p, m->aftergp, false);
+		else if (!fn(m->aftergp, m->afterarg))
 			goready(m->aftergp);
 	}
 }
@@ -722,7 +731,7 @@ static void gentry(void)
 /* A runnable G that can run here now without the scheduler context:
  * runnext or local, the global queue every 61 switches or when the local
  * one is empty.  Runs due timers first. */
-static struct g *nextg_fast(struct m *m, struct p *pp)
+static inline __attribute__((always_inline)) struct g *nextg_fast(struct m *m, struct p *pp)
 {
 	if (unlikely(atomic_load_explicit(&pp->retired, memory_order_relaxed) ||
 		     (pp->spare && atomic_load_explicit(&sched.nretire, memory_order_relaxed))))
@@ -767,7 +776,8 @@ void gopark(bool (*unlockf)(struct g *, void *), void *arg, int reason)
 	struct m *m = rt_enter();
 	struct g *gp = m->curg;
 	atomic_store_explicit(&gp->waitreason, (uint8_t)reason, memory_order_relaxed);
-	gp->waitsince = atomic_load_explicit(&coarsenow, memory_order_relaxed);
+	atomic_store_explicit(&gp->waitsince, atomic_load_explicit(&coarsenow, memory_order_relaxed),
+			      memory_order_relaxed);
 	atomic_store_explicit(&gp->status, G_WAITING, memory_order_relaxed);
 	m->afterfn = unlockf;
 	m->aftergp = gp;
@@ -820,23 +830,50 @@ static bool after_globrunqput(struct g *gp, void *arg)
 void weft_yield(void)
 {
 	struct m *m = getm();
-	if (!m || !m->curg) {
+	struct g *gp;
+	if (!m || !(gp = m->curg)) {
 		sched_yield();
 		return;
 	}
-	m = rt_enter();
-	struct g *gp = m->curg;
+	/* rt_enter/rt_leave, spelled out: we know m and gp already */
+	if (gp->rtdepth++ == 0 && unlikely(atomic_load_explicit(&m->p->flags, memory_order_relaxed)))
+		enterruntime(m);
 	struct g *next = m->lockedg ? NULL : nextg_fast(m, m->p);
 	if (next || m->lockedg) {
 		atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
 		m->afterfn = m->lockedg ? after_globrunqput : after_runqput;
 		m->aftergp = gp;
 		gswitch_inl(m, gp, next);
+		m = getm(); /* we may be on another M now */
 	}
-	rt_leave();
+	if (--gp->rtdepth == 0 &&
+	    unlikely(atomic_load_explicit(&m->p->flags, memory_order_relaxed) & PF_PREEMPT))
+		leaveruntime(m);
 }
 
 /* ---- G lifecycle --------------------------------------------------------- */
+
+/* Count a G made (+1) or ended (-1) on pp (held by us), or off any P. */
+static void gcountadd(struct p *pp, int64_t d)
+{
+	if (pp)
+		atomic_store_explicit(&pp->ngs,
+				      atomic_load_explicit(&pp->ngs, memory_order_relaxed) + d,
+				      memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(&sched.ngs, d, memory_order_relaxed);
+}
+
+/* Live Gs.  Exact when nothing spawns or ends meanwhile (the deadlock
+ * detector reads it twice around its checks); otherwise a recent value. */
+int64_t gcount(void)
+{
+	int64_t n = atomic_load(&sched.ngs);
+	int32_t np = atomic_load(&nallp);
+	for (int32_t i = 0; i < np; i++)
+		n += atomic_load_explicit(&allp[i]->ngs, memory_order_relaxed);
+	return n;
+}
 
 static int64_t newgoid(struct p *pp)
 {
@@ -983,7 +1020,7 @@ int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 			memcpy(gp->name, attr->name, n + 1);
 	}
 	gp->sp = NULL; /* gstart makes the first frame when it first runs */
-	atomic_fetch_add_explicit(&sched.ngs, 1, memory_order_relaxed);
+	gcountadd(pp, 1);
 	int64_t id = gp->id; /* once queued, gp may run, end and be reused */
 	/* release: a dump that sees it live (acquire) sees its id and name,
 	 * even when a plain thread, which a dump does not stop, made it */
@@ -1037,7 +1074,7 @@ static void goexit1(void)
 		gp->lockcount = 0;
 	}
 	atomic_store_explicit(&gp->status, G_DEAD, memory_order_relaxed);
-	atomic_fetch_sub_explicit(&sched.ngs, 1, memory_order_relaxed);
+	gcountadd(m->p, -1);
 	m->afterfn = after_gfput;
 	m->aftergp = gp;
 	gleave(m, gp);

@@ -253,6 +253,10 @@ struct p {
 	bool spare;               /* lent capacity (see lendp), not one of gomaxprocs */
 	_Atomic uint32_t flags;   /* PF_* */
 	_Atomic uint32_t insyscall; /* owner M is in a blocking call (entersyscall) */
+	_Atomic int64_t ngs;      /* Gs made here minus Gs ended here; only the
+	                           * owner writes (load + store, no RMW: one
+	                           * shared counter bounced between cores on
+	                           * every spawn and exit); see gcount */
 	/* sysmon's view, touched only by sysmon */
 	uint32_t sm_schedtick, sm_syscalltick;
 	int64_t sm_when;
@@ -274,7 +278,8 @@ struct sched {
 	struct g *gfree;              /* global free Gs */
 	int32_t ngfree;
 	_Atomic int64_t goidgen;      /* last G id handed out */
-	_Atomic int64_t ngs;          /* live Gs (created, not yet dead) */
+	_Atomic int64_t ngs;          /* Gs made minus ended off any P (plain
+	                               * threads); gcount() adds the Ps' */
 	_Atomic int32_t sysmonwait;   /* sysmon sleeps on sysmonnote */
 	struct note sysmonnote;
 	_Atomic int64_t lastpoll;     /* nanotime of last netpoll; 0 while an M blocks in it */
@@ -420,6 +425,7 @@ void wakenetpoller(int64_t when);
 
 /* ---- netpoll.c ---------------------------------------------------------- */
 
+int64_t gcount(void); /* live Gs: sched.ngs plus every P's ngs */
 void netpollinit(void);
 int rt_fdhigh(int fd); /* a runtime fd, moved out of the program's low numbers */
 struct g *netpoll(int64_t delay);        /* Gs made ready; delay <0 block, 0 poll */

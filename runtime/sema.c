@@ -213,24 +213,41 @@ static void wgunlock(void *arg)
 	spinunlock(&((weft_wg_t *)arg)->_lock);
 }
 
-/* The count is atomic, so add/done never lock unless the count reaches
- * zero: then the waiters, which queue under the lock only after seeing a
- * non-zero count under it, are all taken and woken.  seq_cst on the count:
- * a waiter's check and a doner's decrement are totally ordered. */
+/* _count packs the counter (high 32 bits) with the number of waiters
+ * (low 32 bits), as Go's WaitGroup does, so the add that brings the
+ * counter to zero learns in the same atomic step whether anyone waits.
+ * If nobody does, it must not touch wg again: a waiter may have seen zero
+ * already, returned and freed it (a wait group on the waiter's stack is
+ * the usual case).  If someone does, that waiter cannot return before it
+ * is woken, so wg stays valid while the adder takes the waiters.  A
+ * waiter counts itself (CAS) and queues under the lock, so an adder that
+ * saw it counted finds it queued once it has the lock.  seq_cst on
+ * _count: every check, count and add is totally ordered. */
+#define WG_ONE ((uint64_t)1 << 32)
+
+static uint64_t *wgstate(weft_wg_t *wg)
+{
+	return (uint64_t *)(void *)&wg->_count;
+}
+
 void weft_wg_add(weft_wg_t *wg, int64_t delta)
 {
-	int64_t c = __atomic_add_fetch(&wg->_count, delta, __ATOMIC_SEQ_CST);
-	if (c < 0)
+	if (delta < INT32_MIN || delta > INT32_MAX)
+		fatal("weft_wg_add: delta %lld out of range", (long long)delta);
+	uint64_t st = __atomic_add_fetch(wgstate(wg), (uint64_t)delta * WG_ONE, __ATOMIC_SEQ_CST);
+	int32_t v = (int32_t)(st >> 32);
+	if (v < 0)
 		fatal("negative weft_wg counter (more done than add)");
-	if (c > 0 || delta > 0)
+	if (v > 0 || (uint32_t)st == 0)
 		return;
 	spinlock(&wg->_lock);
-	struct waiter *list = NULL;
-	if (__atomic_load_n(&wg->_count, __ATOMIC_SEQ_CST) == 0) {
-		list = wg->_waiters;
-		wg->_waiters = NULL;
-	}
-	struct waiter *wake = waiters_claim(list);
+	/* every waiter counted in st is queued; anything else changing the
+	 * word now is an add racing with the wake-up, which Go calls misuse */
+	if (__atomic_load_n(wgstate(wg), __ATOMIC_SEQ_CST) != st)
+		fatal("weft_wg_add called while weft_wg_wait was still returning");
+	__atomic_store_n(wgstate(wg), 0, __ATOMIC_SEQ_CST);
+	struct waiter *wake = waiters_claim(wg->_waiters);
+	wg->_waiters = NULL;
 	spinunlock(&wg->_lock);
 	waiters_wake(wake);
 }
@@ -242,13 +259,18 @@ void weft_wg_done(weft_wg_t *wg)
 
 void weft_wg_wait(weft_wg_t *wg)
 {
-	if (__atomic_load_n(&wg->_count, __ATOMIC_SEQ_CST) == 0)
-		return;
+	uint64_t st = __atomic_load_n(wgstate(wg), __ATOMIC_SEQ_CST);
+	if (st < WG_ONE)
+		return; /* counter zero */
 	spinlock(&wg->_lock);
-	if (__atomic_load_n(&wg->_count, __ATOMIC_SEQ_CST) == 0) {
-		spinunlock(&wg->_lock);
-		return;
-	}
+	st = __atomic_load_n(wgstate(wg), __ATOMIC_SEQ_CST);
+	do {
+		if (st < WG_ONE) {
+			spinunlock(&wg->_lock);
+			return;
+		}
+	} while (!__atomic_compare_exchange_n(wgstate(wg), &st, st + 1, false, __ATOMIC_SEQ_CST,
+					      __ATOMIC_SEQ_CST));
 	struct waiter w;
 	waiter_init(&w);
 	w.next = wg->_waiters;

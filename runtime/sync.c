@@ -530,8 +530,11 @@ enum { ONCE_NEW = 0, ONCE_RUNNING = 1, ONCE_DONE = 2 };
 
 void weft_once(weft_once_t *o, void (*fn)(void))
 {
-	/* acquire: fn's effects happen before we return */
-	if (likely(__atomic_load_n(&o->_state, __ATOMIC_ACQUIRE) == ONCE_DONE))
+	/* acquire: fn's effects happen before we return.  The lock must be
+	 * free as well: whoever ran fn stores DONE under it and touches o
+	 * until it unlocks, and once we return our caller may free o */
+	if (likely(__atomic_load_n(&o->_state, __ATOMIC_ACQUIRE) == ONCE_DONE &&
+		   __atomic_load_n(&o->_lock, __ATOMIC_ACQUIRE) == 0))
 		return;
 	rt_enter();
 	spinlock(&o->_lock);

@@ -46,7 +46,8 @@ static int retake(int64_t now)
 {
 	int n = 0;
 	int32_t np = atomic_load(&sched.npidle);
-	for (int32_t i = 0; i < MAXPROCS && allp[i]; i++) {
+	int32_t nps = atomic_load_explicit(&nallp, memory_order_acquire);
+	for (int32_t i = 0; i < nps; i++) {
 		struct p *pp = allp[i];
 		if (PSTATUS(atomic_load(&pp->state)) != P_RUNNING) {
 			pp->sm_when = 0;
@@ -115,8 +116,11 @@ static void schedtrace(int64_t now, int64_t start)
 			 (long long)((now - start) / 1000000), sched.gomaxprocs,
 			 atomic_load(&sched.npidle), nthreads, atomic_load(&sched.nmspinning),
 			 nmidle, atomic_load(&sched.runqsize),
-			 (long long)atomic_load(&sched.ngs));
-	for (int32_t i = 0; i < sched.gomaxprocs && allp[i] && n < (int)sizeof buf - 32; i++) {
+			 (long long)gcount());
+	int32_t nps = atomic_load_explicit(&nallp, memory_order_acquire);
+	if (nps > sched.gomaxprocs)
+		nps = sched.gomaxprocs;
+	for (int32_t i = 0; i < nps && n < (int)sizeof buf - 32; i++) {
 		struct p *pp = allp[i];
 		uint32_t len = atomic_load(&pp->runqtail) - atomic_load(&pp->runqhead);
 		n += snprintf(buf + n, sizeof buf - n, "%s%u", i ? " " : "", len);
@@ -203,7 +207,7 @@ int weft_stats(weft_stats_t *st)
 	st->spinning_threads = atomic_load(&sched.nmspinning);
 	st->global_runq = atomic_load(&sched.runqsize);
 	unlock(&sched.lock);
-	st->gs = atomic_load(&sched.ngs);
+	st->gs = gcount();
 	st->syscall_handoffs = atomic_load(&sched.nsyscallretake);
 	st->hog_handoffs = atomic_load(&sched.nhogretake);
 	st->preempts = atomic_load(&sched.npreempt);

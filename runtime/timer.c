@@ -148,7 +148,8 @@ int64_t checktimers(struct p *pp, int64_t now)
 int64_t earliest_timer(void)
 {
 	int64_t best = 0;
-	for (int32_t i = 0; i < MAXPROCS && allp[i]; i++) {
+	int32_t n = atomic_load_explicit(&nallp, memory_order_acquire);
+	for (int32_t i = 0; i < n; i++) {
 		int64_t w = atomic_load(&allp[i]->timer0when);
 		if (w && (!best || w < best))
 			best = w;
