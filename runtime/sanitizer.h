@@ -28,6 +28,7 @@
 #endif
 
 #ifdef WEFT_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 #ifdef WEFT_TSAN
@@ -123,6 +124,14 @@ static inline void san_gcreate(struct g *gp)
 static inline void san_gdestroy(struct g *gp)
 {
 	(void)gp;
+#ifdef WEFT_ASAN
+	/* a dead G never returned from its last frames, gentry down to the
+	 * switch (its saved sp): unpoison their redzones for the next G to
+	 * run on this stack */
+	char *sp = gp->sp;
+	if (sp >= gp->stack.lo && sp < gp->stack.hi)
+		__asan_unpoison_memory_region(sp, (size_t)(gp->stack.hi - sp));
+#endif
 #ifdef WEFT_TSAN
 	/* a dead G never returned from its frames: a new fiber for the next
 	 * G made from this descriptor, or TSan's shadow stack would keep them */

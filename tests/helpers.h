@@ -23,6 +23,21 @@
 
 #include "weft.h"
 
+/* 1 in a ThreadSanitizer build (make test SAN=thread), where a few tests
+ * allow for what TSan changes: it is 5-15x slower, and it runs the
+ * handler of an asynchronous signal only at the receiving thread's next
+ * atomic operation or intercepted libc call (tests/tools.mk). */
+#if defined(__SANITIZE_THREAD__)
+#define TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TEST_TSAN 1
+#endif
+#endif
+#ifndef TEST_TSAN
+#define TEST_TSAN 0
+#endif
+
 static inline int64_t now_ns(void)
 {
 	struct timespec ts;

@@ -512,7 +512,9 @@ static int pseudo_random_send(int argc, char **argv)
 	(void)argc, (void)argv;
 	for (size_t cap = 0; cap < 2; cap++) {
 		prs_c = weft_chan_make(sizeof(int), cap);
-		prs_counts[0] = prs_counts[1] = 0;
+		/* atomic: the last reader's last add is not ordered before us */
+		__atomic_store_n(&prs_counts[0], 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&prs_counts[1], 0, __ATOMIC_RELAXED);
 		weft_go(prs_reader, NULL);
 		int zero = 0, one = 1;
 		weft_case_t cs[2] = { { prs_c, WEFT_SEND, &zero, 0 }, { prs_c, WEFT_SEND, &one, 0 } };
@@ -523,7 +525,8 @@ static int pseudo_random_send(int argc, char **argv)
 		       1000)
 			weft_sleep(1000 * 1000);
 		/* P(either < 300 of 1000) for a fair coin is far below 1e-30 */
-		CHECK(prs_counts[0] > 300 && prs_counts[1] > 300);
+		CHECK(__atomic_load_n(&prs_counts[0], __ATOMIC_RELAXED) > 300 &&
+		      __atomic_load_n(&prs_counts[1], __ATOMIC_RELAXED) > 300);
 	}
 	return 0;
 }

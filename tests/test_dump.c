@@ -83,11 +83,9 @@ static void park_waitgroup(void *arg)
 	NOTAIL();
 }
 
-/* Runs user code on its own M: caught by the dump's signal.  Not under
- * TSan, which runs the handler only at the thread's next intercepted
- * libc call: the dump lists it as running, without a backtrace. */
-#define BUSY_FRAME (TEST_TSAN ? "(running on another thread; no backtrace)" : "busy_loop")
-
+/* Runs user code on its own M: caught by the dump's signal.  (Under TSan
+ * too: TSan runs a signal's handler at the thread's next atomic
+ * operation or intercepted call, and spinning is atomic.) */
 static __attribute__((noinline)) void busy_loop(void *arg)
 {
 	(void)arg;
@@ -170,23 +168,36 @@ Test(dump, every_g_with_reason_and_function, .timeout = 60)
 	cr_assert(strstr(dumped, "test_dump.c:"), "no file:line in\n%s", dumped);
 	/* the G asking, and one running on another M (signal context) */
 	cr_assert(shows(dumped, "[running]:", "dump_main"), "%s", dumped);
-	cr_assert(shows(dumped, "[running] spinner:", BUSY_FRAME), "%s", dumped);
+	cr_assert(shows(dumped, "[running] spinner:", "busy_loop"), "%s", dumped);
 	free(dumped);
 }
 
 /* ---- SIGQUIT -------------------------------------------------------------- */
 
-/* SIGQUIT to the whole process, as from a terminal.  Under TSan, to this
- * thread: the kernel gives a process-wide signal to the main thread,
- * here asleep in a raw futex call until the test ends, and TSan runs the
- * handler only when that thread next enters an intercepted libc call;
- * a signal a thread sends itself TSan handles at once. */
+/* SIGQUIT to the whole process, as from a terminal, while the caller
+ * parks.  Under TSan, a plain thread raises it in itself 20 ms later: the
+ * kernel gives a process-wide signal to the main thread, here asleep in a
+ * raw futex call until the test ends, and TSan runs a handler only when
+ * the thread next makes an atomic operation or an intercepted call; a
+ * signal a thread sends itself it handles at once. */
+static void *sigquit_later(void *arg)
+{
+	(void)arg;
+	struct timespec ts = { 0, 20 * 1000 * 1000 };
+	nanosleep(&ts, NULL);
+	raise(SIGQUIT);
+	return NULL;
+}
+
 static void sigquit_self(void)
 {
-	if (TEST_TSAN)
-		raise(SIGQUIT);
-	else
+	if (!TEST_TSAN) {
 		kill(getpid(), SIGQUIT);
+		return;
+	}
+	pthread_t t;
+	pthread_create(&t, NULL, sigquit_later, NULL);
+	pthread_detach(t);
 }
 
 static int quit_main(int argc, char **argv)
@@ -219,7 +230,7 @@ Test(dump, sigquit_dumps_and_exits_2, .timeout = 60)
 	for (size_t i = 0; i < NPARKERS; i++)
 		cr_assert(shows(c.err, parkers[i].reason, parkers[i].name),
 			  "no %s in %s in the dump:\n%s", parkers[i].name, parkers[i].reason, c.err);
-	cr_assert(shows(c.err, "[running]:", BUSY_FRAME), "%s", c.err);
+	cr_assert(shows(c.err, "[running]:", "busy_loop"), "%s", c.err);
 	cr_assert(shows(c.err, "[sleep]:", "quit_main"), "%s", c.err);
 }
 

@@ -182,16 +182,20 @@ static weft_wg_t wg_sleep = WEFT_WG_INIT;
 
 static int64_t sleep_base;
 
-/* Time for all NSLEEP sleepers to start before the first deadline:
- * under TSan, making each G's fiber and first switch takes ~100 us. */
-#define SLEEP_HEAD_NS (TEST_TSAN ? 100000000 : 5000000)
+/* Time for all NSLEEP sleepers to start before the first deadline, and
+ * the step between deadlines: under TSan, starting a G (its fiber) takes
+ * ~1 ms, 160-230 ms for all, and running a woken one so long that the P
+ * falls behind 0.5 ms steps (sysmon then fires its overdue timers, whose
+ * Gs go to the global queue, out of order): 5 ms steps there. */
+#define SLEEP_HEAD_NS (TEST_TSAN ? 600000000 : 5000000)
+#define SLEEP_STEP_NS (TEST_TSAN ? 5000000 : 500000)
 
 static void sleeper(void *arg)
 {
 	int i = (int)(uintptr_t)arg;
-	/* G i sleeps until base + head + i * 0.5 ms: deadlines 0.5 ms apart
+	/* G i sleeps until base + head + i steps: deadlines a step apart
 	 * whatever order the Gs start in */
-	int64_t deadline = sleep_base + SLEEP_HEAD_NS + (int64_t)i * 500000;
+	int64_t deadline = sleep_base + SLEEP_HEAD_NS + (int64_t)i * SLEEP_STEP_NS;
 	int64_t t0 = now_ns();
 	int64_t want = deadline > t0 ? deadline - t0 : 0;
 	cr_assert_eq(weft_sleep(want), 0);
@@ -214,10 +218,10 @@ static int sleep_order_body(int argc, char **argv)
 		return 40;
 	/* one P, one timer heap: Gs wake in deadline order.  The runtime's
 	 * deadline is a little later than the G's (the time from its clock
-	 * read to the timer), so on a loaded machine two Gs 0.5 ms apart may
-	 * swap; a G waking after one due 1 ms or more later may not. */
+	 * read to the timer), so on a loaded machine two Gs a step apart may
+	 * swap; a G waking after one due two steps or more later may not. */
 	for (int k = 1; k < NSLEEP; k++)
-		if (wakeorder[k] + 1000000 <= wakeorder[k - 1])
+		if (wakeorder[k] + 2 * SLEEP_STEP_NS <= wakeorder[k - 1])
 			return 41;
 	return 0;
 }

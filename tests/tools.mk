@@ -24,6 +24,10 @@ endif
 # make it report races on everything they protect.  Preloaded, the hook
 # runs first and calls TSan's interceptor only for the system call itself.
 #
+# What runs: every suite and every test, with halt_on_error=1 (a report
+# fails its test) and tests/tsan.supp (mutex reports from jemalloc's own
+# functions in a fork child; no data race is suppressed), except:
+#
 # WEFT_TSAN_SKIP: tests that cannot work under TSan, not races:
 #  - TSan counts each fiber - each G that has started and not ended -
 #    against its limit of 8128 threads and dies past it: million_parked
@@ -31,19 +35,56 @@ endif
 #    guard-page budget first;
 #  - the million_once tests start a million Gs within their own 100 s
 #    limit, ~10 minutes at TSan's speed;
+#  - queued_gs_hold_no_stack bounds the RSS per queued G, and TSan's
+#    shadow memory, several times the program's, counts in the RSS;
 #  - the deadlock detector counts the process's OS threads to know
 #    whether a thread outside the runtime could still wake a G; TSan runs
 #    threads of its own that it cannot tell apart, so under TSan it never
-#    declares a deadlock and those tests time out.
+#    declares a deadlock and those tests time out;
+#  - dump/while_gs_switch dumps while Gs switch on every M.  A dump stops
+#    each M in its SIGURG handler, but TSan defers an asynchronous signal
+#    to the next atomic operation or intercepted call of the *fiber* that
+#    was running when it came: if that G is switched out just then, its
+#    M runs other Gs on without stopping (the handler runs when that G
+#    next runs, maybe on another M), the dump's 200 ms wait runs out, and
+#    it reads stacks that M is switching, which TSan reports.  (Natively
+#    the handler runs as the signal arrives and every M stops; the other
+#    dump tests, where Ms sleep or spin in one G, run under TSan.)
+# and, skipped by the suites themselves:
+#  - test_preload, test_preload_corpus (tests/preload/harness.h): the
+#    shim replaces the pthread API, which TSan's runtime itself uses and
+#    intercepts: preloaded after libtsan.so into a plain program, TSan's
+#    start-up calls pthread_key_create, gets the shim's (instrumented)
+#    one before TSan is initialised, and crashes (SIGSEGV in
+#    __tsan_func_entry);
+#  - test_stacks_split (no -fsplit-stack with sanitizers) and the gdb
+#    check (plain builds only).
+# A few tests allow for TSan (TEST_TSAN, tests/helpers.h), where starting
+# a G (its fiber) takes ~1 ms: sched/sleep_order_not_early gives its 200
+# sleepers a longer head start, hook_wait/many_sleepers_one_p allows 10 s
+# for 2000 Gs; and the SIGQUIT tests have a plain thread raise() the
+# signal in itself, which TSan handles at once (kill() goes to the main
+# thread, asleep in a raw futex call, where TSan defers it).  The whole run takes about 5 minutes on 2 cores, so CI
+# runs all of it (.ci/run).
 # (TEST_ENV reaches the suites through scripts/runtests.sh's "env $ENV":
 # no spaces, quotes or globs in its values.)
 WEFT_TSAN_SKIP ?= sched/million_parked,sched/million_once_procs1,sched/million_once_procs2,$\
-	sched/overflow_canary_stacks,deadlock/channels,deadlock/mutexes,$\
-	deadlock/cond_sem_rwlock_waitgroup,deadlock/plain_thread_blocked_too
+	sched/queued_gs_hold_no_stack,sched/overflow_canary_stacks,$\
+	deadlock/channels,deadlock/mutexes,deadlock/cond_sem_rwlock_waitgroup,$\
+	deadlock/plain_thread_blocked_too,dump/while_gs_switch
+# $(BUILD)/tsan.supp: tests/tsan.supp, then one "mutex:^fn$" per function
+# of the jemalloc archive that calls pthread_mutex_* (tsan.supp says why).
+TSAN_SUPP := $(BUILD)/tsan.supp
 ifneq ($(filter thread,$(subst $(comma), ,$(SAN))),)
+$(TSAN_SUPP): tests/tsan.supp $(JEMALLOC_A)
+	@mkdir -p $(@D)
+	{ cat tests/tsan.supp; objdump -dr $(JEMALLOC_A) | \
+		awk '/^[0-9a-f]+ <.*>:$$/ { fn = substr($$2, 2, length($$2) - 3) } \
+		     /R_X86_64_.*pthread_mutex_/ { print "mutex:^" fn "$$" }' | sort -u; } > $@
+$(TEST_BIN): $(TSAN_SUPP)
 TEST_ENV += WEFT_TEST_SKIP=$(WEFT_TSAN_SKIP)
 TEST_ENV += LD_PRELOAD=$(abspath $(SO)) WEFT_TEST_UNSET_PRELOAD=1
-TEST_ENV += TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(abspath tests/tsan.supp)$(if $(TSAN_OPTIONS),:$(TSAN_OPTIONS))
+TEST_ENV += TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(abspath $(TSAN_SUPP))$(if $(TSAN_OPTIONS),:$(TSAN_OPTIONS))
 endif
 
 # ---- valgrind memcheck -------------------------------------------------------------
