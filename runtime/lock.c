@@ -141,13 +141,19 @@ bool notetsleep(struct note *n, int64_t ns)
 	return true;
 }
 
-__attribute__((noipa)) int rt_geterrno(void)
+/* Opaque to the optimiser (gcc's noipa, which clang lacks, spelled
+ * portably): never inlined, and the empty asm with a memory clobber keeps
+ * interprocedural analysis from finding them pure, so no caller reuses an
+ * errno address or value from before a switch. */
+__attribute__((noinline)) int rt_geterrno(void)
 {
+	__asm__ volatile("" ::: "memory");
 	return errno;
 }
 
-__attribute__((noipa)) void rt_seterrno(int e)
+__attribute__((noinline)) void rt_seterrno(int e)
 {
+	__asm__ volatile("" ::: "memory");
 	errno = e;
 }
 

@@ -61,11 +61,12 @@ endif
 #    check (plain builds only).
 # A few tests allow for TSan (TEST_TSAN, tests/helpers.h), where starting
 # a G (its fiber) takes ~1 ms: sched/sleep_order_not_early gives its 200
-# sleepers a longer head start, hook_wait/many_sleepers_one_p allows 10 s
-# for 2000 Gs; and the SIGQUIT tests have a plain thread raise() the
-# signal in itself, which TSan handles at once (kill() goes to the main
-# thread, asleep in a raw futex call, where TSan defers it).  The whole run takes about 5 minutes on 2 cores, so CI
-# runs all of it (.ci/run).
+# sleepers a longer head start and 5 ms steps, hook_wait/
+# many_sleepers_one_p allows 10 s for 2000 Gs; and the SIGQUIT tests have
+# a plain thread raise() the signal in itself, which TSan handles at once
+# (kill() goes to the main thread, asleep in a raw futex call, where TSan
+# defers it).  The whole run takes about 3 minutes on 2 cores (build
+# included), so CI runs all of it (.ci/run).
 # (TEST_ENV reaches the suites through scripts/runtests.sh's "env $ENV":
 # no spaces, quotes or globs in its values.)
 WEFT_TSAN_SKIP ?= sched/million_parked,sched/million_once_procs1,sched/million_once_procs2,$\

@@ -68,10 +68,9 @@ HOOK thrd_t thrd_current(void)
 	return (thrd_t)shim_self();
 }
 
-HOOK int thrd_equal(thrd_t a, thrd_t b)
-{
-	return a == b;
-}
+/* thrd_equal is not hooked: glibc's compares the values, as we would
+ * (and defines it inline in <threads.h>, where clang refuses a second
+ * definition with attributes). */
 
 HOOK _Noreturn void thrd_exit(int res)
 {

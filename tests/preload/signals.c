@@ -61,8 +61,9 @@ static void *sigwaiter(void *arg)
 	return (void *)(long)(r == 0 ? sig : -1);
 }
 
-static __attribute__((noipa)) int err(void)
+static __attribute__((noinline)) int err(void)
 {
+	__asm__ volatile("" ::: "memory"); /* opaque, as gcc's noipa */
 	return errno;
 }
 
