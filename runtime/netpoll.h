@@ -90,6 +90,9 @@ struct pd {
 /* The descriptor of fd: pd_lookup never allocates (NULL if there is none
  * yet), pd_get makes its chunk.  NULL for a negative or huge fd. */
 struct pd *pd_lookup(int fd);
+/* fn(fd, d, arg) for every descriptor in the table (chunks made so far;
+ * an entry may never have been used). */
+void pd_foreach(void (*fn)(int fd, struct pd *d, void *arg), void *arg);
 struct pd *pd_get(int fd);
 
 /* A new file now sits at fd (socket, accept, pipe, open, dup...): forget

@@ -41,6 +41,15 @@ struct pd *pd_lookup(int fd)
 	return c ? &c[fd & (CHUNK - 1)] : NULL;
 }
 
+void pd_foreach(void (*fn)(int fd, struct pd *d, void *arg), void *arg)
+{
+	for (int i = 0; i < NCHUNKS; i++) {
+		struct pd *c = atomic_load_explicit(&pdtab[i], memory_order_acquire);
+		for (int j = 0; c && j < CHUNK; j++)
+			fn(i * CHUNK + j, &c[j], arg);
+	}
+}
+
 struct pd *pd_get(int fd)
 {
 	if ((unsigned)fd >= (unsigned)NCHUNKS * CHUNK)

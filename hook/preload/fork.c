@@ -77,26 +77,20 @@ static bool nbset(struct pd *d)
 	       PD_NBSET;
 }
 
+static void unblock_one(int fd, struct pd *d, void *arg)
+{
+	(void)arg;
+	if (!nbset(d))
+		return;
+	long fdfl = sys3(SYS_fcntl, fd, F_GETFD, 0);
+	if (fdfl >= 0 && !(fdfl & FD_CLOEXEC))
+		unblock(fd, d);
+}
+
 /* Every fd that survives exec (no FD_CLOEXEC). */
 static void unblock_inherited(void)
 {
-	struct rlimit rl;
-	long max = 1L << 22;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-	    (long)rl.rlim_cur < max)
-		max = (long)rl.rlim_cur;
-	for (int fd = 0; fd < max; fd++) {
-		struct pd *d = pd_lookup(fd);
-		if (!d) {
-			fd |= 63; /* no descriptors made in this stretch */
-			continue;
-		}
-		if (!nbset(d))
-			continue;
-		long fdfl = sys3(SYS_fcntl, fd, F_GETFD, 0);
-		if (fdfl >= 0 && !(fdfl & FD_CLOEXEC))
-			unblock(fd, d);
-	}
+	pd_foreach(unblock_one, NULL);
 }
 
 /* glibc's file actions (spawn_int.h): what a posix_spawn child dup2s. */

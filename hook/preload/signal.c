@@ -206,23 +206,17 @@ void sig_exec_end(void)
 
 /* ---- the watcher: a G parked on the signalfd ----------------------------------------- */
 
+static void kick_one(int fd, struct pd *d, void *arg)
+{
+	(void)arg;
+	if (fd != sfd && __atomic_load_n(&d->waiters.head, __ATOMIC_RELAXED))
+		pd_kick(d, PD_READ | PD_WRITE);
+}
+
 /* Every G parked on an fd retries its call. */
 static void kick_all(void)
 {
-	struct rlimit rl;
-	long max = 1L << 22;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-	    (long)rl.rlim_cur < max)
-		max = (long)rl.rlim_cur;
-	for (int fd = 0; fd < max; fd++) {
-		struct pd *d = pd_lookup(fd);
-		if (!d) {
-			fd |= 63;
-			continue;
-		}
-		if (fd != sfd && __atomic_load_n(&d->waiters.head, __ATOMIC_RELAXED))
-			pd_kick(d, PD_READ | PD_WRITE);
-	}
+	pd_foreach(kick_one, NULL);
 }
 
 static void watcher(void *arg)
