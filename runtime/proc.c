@@ -835,9 +835,7 @@ void weft_yield(void)
 		sched_yield();
 		return;
 	}
-	/* rt_enter/rt_leave, spelled out: we know m and gp already */
-	if (gp->rtdepth++ == 0 && unlikely(atomic_load_explicit(&m->p->flags, memory_order_relaxed)))
-		enterruntime(m);
+	rt_enter_g(m, gp); /* we know m and gp already */
 	struct g *next = m->lockedg ? NULL : nextg_fast(m, m->p);
 	if (next || m->lockedg) {
 		atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
@@ -846,9 +844,7 @@ void weft_yield(void)
 		gswitch_inl(m, gp, next);
 		m = getm(); /* we may be on another M now */
 	}
-	if (--gp->rtdepth == 0 &&
-	    unlikely(atomic_load_explicit(&m->p->flags, memory_order_relaxed) & PF_PREEMPT))
-		leaveruntime(m);
+	rt_leave_g(m, gp);
 }
 
 /* ---- G lifecycle --------------------------------------------------------- */

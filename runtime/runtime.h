@@ -366,22 +366,32 @@ void leaveruntime(struct m *m);
 /* Bracket runtime work on a G (a public call that may park, ready or
  * allocate): the first level checks sysmon's flags; nesting is a counter.
  * Returns the M (NULL on a plain thread). */
+/* rt_enter/rt_leave for a caller that knows its M and running G. */
+static inline void rt_enter_g(struct m *m, struct g *gp)
+{
+	if (gp->rtdepth++ == 0 && unlikely(atomic_load_explicit(&m->p->flags, memory_order_relaxed)))
+		enterruntime(m);
+}
+static inline void rt_leave_g(struct m *m, struct g *gp)
+{
+	if (--gp->rtdepth == 0 &&
+	    unlikely(atomic_load_explicit(&m->p->flags, memory_order_relaxed) & PF_PREEMPT))
+		leaveruntime(m);
+}
 static inline struct m *rt_enter(void)
 {
 	struct m *m = tls_m;
 	struct g *gp = m ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
-	if (gp && gp->rtdepth++ == 0 &&
-	    unlikely(atomic_load_explicit(&m->p->flags, memory_order_relaxed)))
-		enterruntime(m);
+	if (gp)
+		rt_enter_g(m, gp);
 	return m;
 }
 static inline void rt_leave(void)
 {
 	struct m *m = tls_m;
 	struct g *gp = m ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
-	if (gp && --gp->rtdepth == 0 &&
-	    unlikely(atomic_load_explicit(&m->p->flags, memory_order_relaxed) & PF_PREEMPT))
-		leaveruntime(m);
+	if (gp)
+		rt_leave_g(m, gp);
 }
 extern _Atomic int64_t coarsenow; /* nanotime, refreshed by sysmon and the scheduler */
 
