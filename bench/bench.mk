@@ -46,11 +46,14 @@ $(BUILD)/bench/weft/%: bench/weft/%.c include/weft.h $(BENCH_LIB) bench/bench.mk
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_CFLAGS) $< -o $@ $(BENCH_LDFLAGS)
 
-# The peers need Go, Boost, gnuplot, taskset: install what is missing.
+# The Go and Boost peers need their toolchains: install what is missing
+# (make bench's own tier does it first; this covers building a peer alone).
+# loadgen and the echo servers need nothing more, so make demo installs no
+# Go, Boost or gnuplot.
 .PHONY: bench-deps bench-weft
 bench-deps:
 	@scripts/deps.sh bench
-$(PEERS_BINS): | bench-deps
+$(PEERS_GO_BINS) $(BUILD)/bench/peers/boost_switch: | bench-deps
 
 bench-weft: $(BENCH_WEFT_BINS)
 
