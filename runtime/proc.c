@@ -490,13 +490,24 @@ static bool newm(struct p *pp, bool spinning)
 	if (e) {
 		/* m stays on allm (lock-free list) but never runs */
 		atomic_fetch_sub(&sched.mcount, 1);
-		static _Atomic int warned;
-		if (!atomic_exchange(&warned, 1))
-			warn("cannot create another OS thread (%s): running on the ones there are",
-			     strerror(e));
+		rt_thread_refused(e);
 		return false;
 	}
+	/* threads can be had again: start sysmon if it could not be */
+	extern _Atomic int sysmon_pending;
+	if (atomic_load_explicit(&sysmon_pending, memory_order_relaxed) &&
+	    atomic_exchange(&sysmon_pending, 0))
+		sysmon_start();
 	return true;
+}
+
+/* The system refused an OS thread (error e): said once per process. */
+void rt_thread_refused(int e)
+{
+	static _Atomic int warned;
+	if (!atomic_exchange(&warned, 1))
+		warn("cannot create another OS thread (%s): running on the ones there are",
+		     strerror(e));
 }
 
 /* Start an M to run pp (or any idle P); spinning: it goes looking for work. */

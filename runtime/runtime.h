@@ -53,6 +53,7 @@ int64_t nanotime(void); /* CLOCK_MONOTONIC, ns */
 _Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 long rawsyscall6(long n, long a, long b, long c, long d, long e, long f);
+void rt_thread_refused(int e); /* warn once: no more OS threads (proc.c) */
 
 /* ---- stacks (stack.c) ------------------------------------------------ */
 
