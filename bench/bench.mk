@@ -57,6 +57,13 @@ $(PEERS_GO_BINS) $(BUILD)/bench/peers/boost_switch: | bench-deps
 
 bench-weft: $(BENCH_WEFT_BINS)
 
+# MariaDB (thread per connection) under sysbench: native, weft run, and
+# MariaDB's own pool of threads (skips when mariadb-server or sysbench is
+# not installed; MDB_* knobs in the script)
+.PHONY: bench-mariadb
+bench-mariadb: $(PRELOAD_SO) $(LAUNCHER)
+	BUILD=$(BUILD) bench/mariadb.sh $(MDB_THREADS)
+
 # Weft programs are built with -k: one that does not compile yet (another
 # engineer's work in progress) shows up as "not built", the rest still run.
 bench: all bench-peers
