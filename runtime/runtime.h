@@ -78,6 +78,7 @@ struct stack {
 int stackalloc(struct p *pp, struct stack *s, size_t size);
 void stackfree(struct p *pp, struct stack *s);
 int stack_ready(struct p *pp, size_t size); /* weft_go: 0 or -1/ENOMEM */
+void stackwait_wake(void); /* a stack was freed: Gs waiting for one may start (proc.c) */
 bool stackcanary_ok(const struct stack *s);
 void stackinit(void);
 void stack_overflow(struct g *gp);                /* fatal report */

@@ -352,6 +352,7 @@ Test(faults, stack_mapping_fails_enomem, .timeout = 120)
 	run_child(&c, env, no_address_space, 100);
 	cr_assert(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0,
 		  "status %#x, stderr:\n%s", c.status, c.err);
+
 }
 
 /* ---- the peer resets mid-write -------------------------------------------------------- */
