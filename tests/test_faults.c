@@ -52,7 +52,7 @@ static int dial(const struct sockaddr_in *a)
 
 #define NCLIENTS 24
 static int fx_rc; /* 0 ok, else the failed step */
-static int fx_done;
+static _Atomic int fx_done;
 
 static void fx_main(void *arg)
 {
@@ -304,7 +304,7 @@ static void as_parked(void *arg)
 
 static void as_quick(void *arg)
 {
-	*(int *)arg = 1;
+	atomic_store((_Atomic int *)arg, 1);
 }
 
 static int no_address_space(void)
@@ -337,10 +337,10 @@ static int no_address_space(void)
 	/* let them all go, then a new G gets a stack again */
 	for (int i = 0; i < n; i++)
 		weft_chan_send(ch, &i);
-	int done = 0;
-	if (weft_go_attr(&big, as_quick, &done) <= 0)
+	_Atomic int done = 0;
+	if (weft_go_attr(&big, as_quick, (void *)&done) <= 0)
 		return 85;
-	while (!done)
+	while (!atomic_load(&done))
 		weft_sleep(1000000);
 	return 0;
 }
@@ -358,7 +358,8 @@ Test(faults, stack_mapping_fails_enomem, .timeout = 120)
 /* ---- the peer resets mid-write -------------------------------------------------------- */
 
 static int rs_mode; /* 0 SIGPIPE ignored, 1 MSG_NOSIGNAL, 2 default disposition */
-static int rs_rc, rs_done;
+static int rs_rc;
+static _Atomic int rs_done;
 
 static void rs_main(void *arg)
 {
