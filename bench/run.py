@@ -1181,6 +1181,12 @@ def readme_section(benches, meta):
          + (f"  Other processes used {meta['foreign']:.0%} of the CPUs during that run, so "
             "these figures are noisier than usual." if meta["foreign"] >= 0.25 else ""), "",
          headline_table(benches, "docs/benchmarks.md"), ""]
+    fl = meta.get("floors") or {}
+    if fl.get("before"):
+        L += ["The machine's floors in the same run (before / after; bench/floors.c): "
+              + floors_text(fl["before"], fl.get("after") or {}) + ".  Read a figure "
+              "as a ratio to these and to the peer beside it: machines of the same kind "
+              "differ most in the cost of a first-touched page.", ""]
     return "\n".join(L) + "\n"
 
 
