@@ -1112,7 +1112,8 @@ static void *idle_thread(void *arg)
 	return NULL;
 }
 
-/* Prints pthread_cancel's and pthread_kill's answers (ENOTSUP for a G). */
+/* Prints pthread_cancel's and pthread_kill's answers (cancel: ENOTSUP
+ * for a G). */
 static void on_usr1(int sig)
 {
 	(void)sig;
@@ -1129,7 +1130,7 @@ static void case_cancel(void)
 	int c2 = pthread_cancel(t);
 	join(t, NULL);
 	printf("cancel=%s kill0=%d kill=%s cancel2=%s\n", strerrorname_np(c), k0,
-	       strerrorname_np(k), strerrorname_np(c2));
+	       k ? strerrorname_np(k) : "0", strerrorname_np(c2));
 }
 
 /* A call weft does not hook (a raw system call) blocks its OS thread;
