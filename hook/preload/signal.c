@@ -60,6 +60,12 @@ static _Atomic int sigtid;     /* the signal thread */
 static _Atomic uint32_t hgen;  /* handlers run on the signal thread (futex word) */
 static int sfd = -1;           /* signalfd on P's catchable signals */
 static int rfd = -1;           /* signalfd on H minus P: what the router reads */
+static struct pd *rpd;         /* its descriptor, once the router parks on it */
+#define STALL_NS 50000000      /* see stall() */
+static struct stall {
+	struct g *g;  /* the G a process signal was given to, NULL none */
+	int64_t when; /* the router runs it from then on */
+} stalls[65];     /* ilock */
 extern _Atomic uint32_t sig_execing;
 static volatile sig_atomic_t weftsig; /* the signal thread got SIGWEFT */
 
@@ -305,17 +311,17 @@ static void kick_all(void)
 	pd_foreach(kick_one, NULL);
 }
 
-/* Park on fd until readable: false once it is closed. */
-static bool fd_park(struct pd *d, void (*before)(void))
+/* Park on fd until readable or before() says (-1: no deadline): false
+ * once it is closed. */
+static bool fd_park(struct pd *d, int64_t (*before)(void))
 {
 	struct pollreq r;
 	r.d = d;
 	r.seq = atomic_load_explicit(&d->seq, memory_order_acquire);
 	r.mask = PD_READ;
 	pd_snap(&r);
-	if (before)
-		before();
-	return pd_wait(&r, 1, -1, W_POLL) != -EBADF;
+	int64_t deadline = before ? before() : -1;
+	return pd_wait(&r, 1, deadline, W_POLL) != -EBADF;
 }
 
 static void watcher(void *arg)
@@ -404,13 +410,22 @@ static void drain_locked(void)
 	weft_mutex_unlock(&rmu);
 }
 
+static int64_t run_stalled(void);
+
+static int64_t router_round(void)
+{
+	drain_locked();
+	return run_stalled();
+}
+
 static void router(void *arg)
 {
 	(void)arg;
 	struct pd *d = pd_get(rfd);
 	if (!d || pd_init(d, rfd) != 0 || pd_register(d, rfd) != 0)
 		return;
-	while (fd_park(d, drain_locked))
+	rpd = d;
+	while (fd_park(d, router_round))
 		;
 }
 
@@ -528,6 +543,8 @@ void sig_afterfork_child(void)
 		sfd = -1;
 		watcher_wanted = true;
 	}
+	rpd = NULL;
+	memset(stalls, 0, sizeof stalls);
 	if (rfd >= 0) {
 		(void)sys3(SYS_close, rfd, 0, 0);
 		rfd = -1;
@@ -708,15 +725,32 @@ static uint64_t g_blocked(struct g *gp)
 static struct lock ilock;     /* ginfo */
 static siginfo_t ginfo[65];   /* the siginfo of the last signal of each number sent to a G */
 
-/* s is pending on gp: if gp lets it through, its wait is interrupted. */
-static void deliver(struct g *gp, int s, const siginfo_t *si)
+/* s is pending on gp: if gp lets it through, its wait is interrupted.
+ * true if gp runs it by itself soon: it is the caller, or it was parked
+ * in an interruptible call and is woken. */
+static bool deliver(struct g *gp, int s, const siginfo_t *si)
 {
 	lock(&ilock);
 	ginfo[s] = *si;
 	unlock(&ilock);
 	atomic_fetch_or(&gp->sigpend, sigbit(s));
-	if (!(g_blocked(gp) & sigbit(s)) && gp != getg())
-		g_interrupt(gp);
+	if (gp == getg())
+		return true;
+	return !(g_blocked(gp) & sigbit(s)) && g_interrupt(gp);
+}
+
+/* A process signal routed to a G that did not take it at once (it was
+ * running, or parked where a thread is not interrupted): if it has not
+ * run the handler STALL_NS later, the router runs it, as the kernel would
+ * have run it on a thread at once.  One per signal number. */
+
+static void stall(struct g *gp, int s)
+{
+	lock(&ilock);
+	stalls[s] = (struct stall){ gp, nanotime() + STALL_NS };
+	unlock(&ilock);
+	if (rpd) /* the router recomputes its deadline */
+		pd_kick(rpd, PD_READ);
 }
 
 struct pick {
@@ -778,7 +812,8 @@ static void route(int s, const siginfo_t *si)
 			(void)sys3(SYS_kill, getpid(), s, 0);
 		return;
 	}
-	deliver(gp, s, si);
+	if (!deliver(gp, s, si))
+		stall(gp, s);
 }
 
 /* A G takes the signals pending for the process that it lets through. */
@@ -814,6 +849,53 @@ static void sig_default(int s)
 	REAL(pthread_sigmask)(SIG_SETMASK, &old, NULL);
 }
 
+/* Run s's handler here, on the running G (or thread), with hold as its
+ * blocked set meanwhile (*hold, if not NULL, is what the G holds).
+ * Returns -1 if no handler ran, else the handler's sa_flags. */
+static int run_one(int s, const siginfo_t *sip, _Atomic uint64_t *hold, uint64_t mask)
+{
+	siginfo_t si = *sip;
+	struct sigaction sa;
+	if (REAL(sigaction)(s, NULL, &sa) != 0)
+		return -1;
+	if (!handled(&sa)) {
+		if (sa.sa_handler == SIG_DFL)
+			sig_default(s);
+		return -1;
+	}
+	uint64_t was = hold ? atomic_load(hold) : 0;
+	uint64_t add = tobits(&sa.sa_mask) | ((sa.sa_flags & SA_NODEFER) ? 0 : sigbit(s));
+	if (hold)
+		atomic_store(hold, was | (add & ~unblockable()));
+	if (sa.sa_flags & SA_RESETHAND) {
+		struct sigaction dfl;
+		memset(&dfl, 0, sizeof dfl);
+		dfl.sa_handler = SIG_DFL;
+		REAL(sigaction)(s, &dfl, NULL);
+		h_update(s);
+	}
+	ucontext_t uc;
+	memset(&uc, 0, sizeof uc);
+	frombits(mask | was, &uc.uc_sigmask);
+	int e = errno_get();
+	if (sa.sa_flags & SA_SIGINFO)
+		sa.sa_sigaction(s, &si, &uc);
+	else
+		sa.sa_handler(s);
+	errno_set(e);
+	if (hold)
+		atomic_store(hold, was);
+	return sa.sa_flags;
+}
+
+static siginfo_t info_of(int s)
+{
+	lock(&ilock);
+	siginfo_t si = ginfo[s];
+	unlock(&ilock);
+	return si;
+}
+
 /* Run the handlers of the signals pending on this G that it lets
  * through, on its stack, as the kernel would on its thread (hook_sigrun). */
 static int sig_run(void)
@@ -825,48 +907,48 @@ static int sig_run(void)
 	int r = SIGRUN_RESTART;
 	bool ran = false;
 	for (;;) {
-		uint64_t hold = atomic_load(&gp->sighold);
-		uint64_t pend = atomic_load(&gp->sigpend) & ~(atomic_load(&gp->sigmask) | hold);
+		uint64_t pend = atomic_load(&gp->sigpend) & ~g_blocked(gp);
 		if (!pend)
 			break;
 		int s = __builtin_ctzll(pend) + 1;
-		atomic_fetch_and(&gp->sigpend, ~sigbit(s));
-		siginfo_t si;
-		lock(&ilock);
-		si = ginfo[s];
-		unlock(&ilock);
-		struct sigaction sa;
-		if (REAL(sigaction)(s, NULL, &sa) != 0)
+		if (!(atomic_fetch_and(&gp->sigpend, ~sigbit(s)) & sigbit(s)))
+			continue; /* the router took it (stall) */
+		siginfo_t si = info_of(s);
+		int f = run_one(s, &si, &gp->sighold, atomic_load(&gp->sigmask));
+		if (f < 0)
 			continue;
-		if (!handled(&sa)) {
-			if (sa.sa_handler == SIG_DFL)
-				sig_default(s);
-			continue;
-		}
-		uint64_t add = tobits(&sa.sa_mask) | ((sa.sa_flags & SA_NODEFER) ? 0 : sigbit(s));
-		atomic_store(&gp->sighold, hold | (add & ~unblockable()));
-		if (sa.sa_flags & SA_RESETHAND) {
-			struct sigaction dfl;
-			memset(&dfl, 0, sizeof dfl);
-			dfl.sa_handler = SIG_DFL;
-			REAL(sigaction)(s, &dfl, NULL);
-			h_update(s);
-		}
-		ucontext_t uc;
-		memset(&uc, 0, sizeof uc);
-		frombits(atomic_load(&gp->sigmask) | hold, &uc.uc_sigmask);
-		int e = errno_get();
-		if (sa.sa_flags & SA_SIGINFO)
-			sa.sa_sigaction(s, &si, &uc);
-		else
-			sa.sa_handler(s);
-		errno_set(e);
-		atomic_store(&gp->sighold, hold);
 		ran = true;
-		if (!(sa.sa_flags & SA_RESTART))
+		if (!(f & SA_RESTART))
 			r &= ~SIGRUN_RESTART;
 	}
 	return ran ? r | SIGRUN_RAN : 0;
+}
+
+/* The router: run the stalled signals whose time has come; the earliest
+ * time still to come, or -1. */
+static int64_t run_stalled(void)
+{
+	int64_t now = nanotime(), next = -1;
+	for (int s = 1; s <= 64; s++) {
+		lock(&ilock);
+		struct stall st = stalls[s];
+		bool due = st.g && st.when <= now;
+		if (due)
+			stalls[s].g = NULL;
+		unlock(&ilock);
+		if (!st.g)
+			continue;
+		if (!due) {
+			if (next < 0 || st.when < next)
+				next = st.when;
+			continue;
+		}
+		if (atomic_fetch_and(&st.g->sigpend, ~sigbit(s)) & sigbit(s)) {
+			siginfo_t si = info_of(s);
+			(void)run_one(s, &si, NULL, 0);
+		}
+	}
+	return next;
 }
 
 /* A signal for one G (pthread_kill, pthread_sigqueue, raise): 0 or an

@@ -5,7 +5,7 @@
  *
  * sigintr CASE: prints one line per check ("ok ..." or "FAIL ...") and
  * exits 0 if all held.  Cases: read, accept, poll, sleep, nanosleep,
- * sem, restart, kill_accept, masks, storm, sigwait.
+ * sem, compute, restart, kill_accept, masks, storm, sigwait.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -169,6 +169,31 @@ static void case_sem(void)
 	int r = sem_wait(&s);
 	say("sem_wait: -1 EINTR", r == -1 && err() == EINTR);
 	say("sem_wait: the handler ran", handled == 1);
+}
+
+/* a main that computes until its handler says stop, and one that waits
+ * in a join */
+static void *joinee(void *arg)
+{
+	(void)arg;
+	while (handled < 2)
+		usleep(1000);
+	return NULL;
+}
+
+static void case_compute(void)
+{
+	catch(SIGALRM, 0);
+	alarm_ms(100);
+	volatile unsigned long x = 0;
+	while (handled < 1)
+		x++;
+	say("a handler stops a computing main", x > 0);
+	pthread_t t;
+	pthread_create(&t, NULL, joinee, NULL);
+	alarm_ms(100);
+	pthread_join(t, NULL);
+	say("a handler runs while main waits in a join", handled == 2);
 }
 
 /* ---- SA_RESTART: read goes on, poll does not --------------------------------------- */
@@ -431,6 +456,7 @@ static const struct {
 	{ "sleep", case_sleep },
 	{ "nanosleep", case_nanosleep },
 	{ "sem", case_sem },
+	{ "compute", case_compute },
 	{ "restart", case_restart },
 	{ "kill_accept", case_kill_accept },
 	{ "masks", case_masks },
