@@ -280,7 +280,15 @@ SIGINTR(restart)
 SIGINTR(kill_accept)
 SIGINTR(masks)
 SIGINTR(storm)
-SIGINTR(sigwait)
+
+/* 50 threads in sigwait (with 1,000 others busy) park as Gs: they hold
+ * no OS thread each (they would if sigwait blocked its thread). */
+Test(signals, sigwait, .timeout = 180)
+{
+	sigintr("sigwait");
+	long n = h_field(R.err, "threads_in_sigwait");
+	cr_expect(n > 0 && n < 30, "%s", R.err);
+}
 
 Test(signals, as_without_weft, .timeout = 60)
 {

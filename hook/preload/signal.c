@@ -29,11 +29,12 @@
  *     or parked where a thread would not be interrupted either (a mutex,
  *     a join), runs it at its next interruptible call or mask change.
  *
- * A signal P blocks stays pending for the process, as it would: sigwait*
- * and sigsuspend run for real on their M for it; pselect / ppoll /
- * epoll_pwait with a mask park, and a watcher G on a signalfd for P
- * kicks every G parked on an fd when one arrives, so their retry (a
- * zero-timeout call with the caller's mask) takes it.
+ * A signal P blocks stays pending for the process, as it would.  A
+ * watcher G on a signalfd for P hears of each: Gs in sigwait* park until
+ * it does and take it with a zero-timeout sigtimedwait; Gs in pselect /
+ * ppoll / epoll_pwait with a mask park, and the watcher kicks every G
+ * parked on an fd, so their retry (a zero-timeout call with the
+ * caller's mask) takes it; a sigsuspend that opens one runs for real.
  *
  * Threads change masks with SIGWEFT (a real-time signal the shim keeps
  * for itself): its handler sets the mask the thread returns to.
@@ -324,14 +325,23 @@ static bool fd_park(struct pd *d, int64_t (*before)(void))
 	return pd_wait(&r, 1, deadline, W_POLL) != -EBADF;
 }
 
+static weft_mutex_t wmu = WEFT_MUTEX_INIT;
+static weft_cond_t wcv = WEFT_COND_INIT; /* wgen moved */
+static uint64_t wgen;                    /* signals of P the watcher heard of (wmu) */
+
 static void watcher(void *arg)
 {
 	(void)arg;
 	struct pd *d = pd_get(sfd);
 	if (!d || pd_init(d, sfd) != 0 || pd_register(d, sfd) != 0)
 		return;
-	while (fd_park(d, NULL))
+	while (fd_park(d, NULL)) {
+		weft_mutex_lock(&wmu); /* Gs in sigwait look again */
+		wgen++;
+		weft_cond_broadcast(&wcv);
+		weft_mutex_unlock(&wmu);
 		kick_all();
+	}
 }
 
 /* The catchable signals of P: what pending ones the watcher hears of. */
@@ -530,6 +540,8 @@ void sig_afterfork_child(void)
 	smu = (weft_mutex_t)WEFT_MUTEX_INIT;
 	scv = (weft_cond_t)WEFT_COND_INIT;
 	rmu = (weft_mutex_t)WEFT_MUTEX_INIT;
+	wmu = (weft_mutex_t)WEFT_MUTEX_INIT;
+	wcv = (weft_cond_t)WEFT_COND_INIT;
 	atomic_store(&sigtid, 0);
 	atomic_store(&applied, 0);
 	/* the forking G is the only thread: the table holds its mask alone */
@@ -1283,18 +1295,101 @@ static void hold_weft(sigset_t *saved)
 		r_;                                             \
 	})
 
+/* sigwait* on a G, for a set of signals every G blocks (P) that the
+ * watcher hears of: take one pending for this G or the process (a
+ * zero-timeout sigtimedwait) or park until the watcher hears of one,
+ * deadline passes (-EAGAIN) or, if eintr, a handler runs on this G
+ * (-EINTR).  The signal number, or -errno; -ENOSYS: not for us. */
+static int g_sigwait(const sigset_t *set, siginfo_t *info, int64_t deadline, bool eintr)
+{
+	struct g *gp = getg();
+	uint64_t want = tobits(set);
+	uint64_t p = atomic_load(&pbits);
+	for (int s = 1; s <= 64; s++)
+		if ((want & sigbit(s)) && (!async_sig(s) || !(p & sigbit(s))))
+			return -ENOSYS;
+	if (!want || sfd < 0 || !gp->sigon)
+		return -ENOSYS;
+	siginfo_t si;
+	for (;;) {
+		uint64_t mine = atomic_load(&gp->sigpend) & want;
+		if (mine) { /* pending on this G (pthread_kill) */
+			int s = __builtin_ctzll(mine) + 1;
+			if (atomic_fetch_and(&gp->sigpend, ~sigbit(s)) & sigbit(s)) {
+				if (info)
+					*info = info_of(s);
+				return s;
+			}
+			continue;
+		}
+		weft_mutex_lock(&wmu);
+		uint64_t gen = wgen;
+		weft_mutex_unlock(&wmu);
+		struct timespec zero = { 0, 0 };
+		long r = sys4(SYS_rt_sigtimedwait, set, info ? info : &si, &zero, 8);
+		if (r > 0)
+			return (int)r;
+		if (r != -EAGAIN && r != -EINTR)
+			return (int)r;
+		int w = 0;
+		weft_mutex_lock(&wmu);
+		intr_arm(gp);
+		while (wgen == gen && w == 0) {
+			if (deadline < 0) {
+				w = weft_cond_wait(&wcv, &wmu);
+			} else {
+				int64_t left = deadline - nanotime();
+				w = left > 0 ? weft_cond_timedwait(&wcv, &wmu, left) : -1;
+			}
+		}
+		intr_disarm(gp);
+		weft_mutex_unlock(&wmu);
+		if (w == 0)
+			continue; /* the watcher heard of one: look */
+		if (deadline >= 0 && nanotime() >= deadline)
+			return -EAGAIN;
+		/* woken early: a handler to run */
+		if (hook_eintr(false) != 0 && eintr)
+			return -EINTR;
+	}
+}
+
 HOOK int sigwait(const sigset_t *set, int *sig)
 {
+	if (on_g() && hook_g()) {
+		int r;
+		while ((r = g_sigwait(set, NULL, -1, false)) == -EINTR)
+			;
+		if (r != -ENOSYS) {
+			if (r < 0)
+				return -r;
+			*sig = r;
+			return 0;
+		}
+	}
 	return SIGWAIT_CALL(REAL(sigwait)(set, sig));
 }
 
 HOOK int sigwaitinfo(const sigset_t *set, siginfo_t *info)
 {
+	if (on_g() && hook_g()) {
+		int r = g_sigwait(set, info, -1, true);
+		if (r != -ENOSYS)
+			return (int)sysret(r);
+	}
 	return SIGWAIT_CALL(REAL(sigwaitinfo)(set, info));
 }
 
 HOOK int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *ts)
 {
+	if (on_g() && hook_g() && ts && ts->tv_sec >= 0 && ts->tv_nsec >= 0 &&
+	    ts->tv_nsec < 1000000000 && (ts->tv_sec || ts->tv_nsec)) {
+		int64_t ns = ts->tv_sec > INT64_MAX / 2000000000 ? INT64_MAX / 2
+								 : ts->tv_sec * 1000000000 + ts->tv_nsec;
+		int r = g_sigwait(set, info, nanotime() + ns, true);
+		if (r != -ENOSYS)
+			return (int)sysret(r);
+	}
 	return SIGWAIT_CALL(REAL(sigtimedwait)(set, info, ts));
 }
 

@@ -391,10 +391,11 @@ static void case_storm(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-/* ---- sigwait in a thread of its own, many others busy ------------------------------------------ */
+/* ---- sigwait in threads of their own, many others busy ------------------------------------------ */
 
 #define NBUSY 1000
-static atomic_int stop, waited;
+#define NWAIT 50
+static atomic_int stop, waited, waiting;
 
 static void *busy(void *arg)
 {
@@ -411,13 +412,25 @@ static void *busy(void *arg)
 static void *waiter(void *arg)
 {
 	sigset_t *set = arg;
-	for (int i = 0; i < 5; i++) {
-		int sig = 0;
-		if (sigwait(set, &sig) != 0 || sig != SIGUSR1)
-			return NULL;
+	int sig = 0;
+	waiting++;
+	if (sigwait(set, &sig) == 0 && sig == SIGUSR1)
 		waited++;
-	}
 	return NULL;
+}
+
+/* OS threads in this process */
+static int os_threads(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	int n = -1;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "Threads: %d", &n) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return n;
 }
 
 static void case_sigwait(void)
@@ -426,24 +439,29 @@ static void case_sigwait(void)
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &set, NULL); /* every thread blocks it */
-	pthread_t w;
-	pthread_create(&w, NULL, waiter, &set);
-	static pthread_t b[NBUSY];
 	pthread_attr_t a;
 	pthread_attr_init(&a);
 	pthread_attr_setstacksize(&a, 64 * 1024);
+	static pthread_t b[NBUSY], w[NWAIT];
+	for (int i = 0; i < NWAIT; i++)
+		pthread_create(&w[i], &a, waiter, &set);
 	for (int i = 0; i < NBUSY; i++)
 		pthread_create(&b[i], &a, busy, NULL);
-	for (int i = 0; i < 5; i++) {
+	while (waiting < NWAIT)
+		usleep(1000);
+	usleep(50000); /* into sigwait, most likely: the count is only reported */
+	fprintf(stderr, "threads_in_sigwait=%d\n", os_threads());
+	for (int i = 0; i < NWAIT; i++) {
 		kill(getpid(), SIGUSR1);
 		while (waited <= i)
 			usleep(1000);
 	}
-	pthread_join(w, NULL);
+	for (int i = 0; i < NWAIT; i++)
+		pthread_join(w[i], NULL);
 	stop = 1;
 	for (int i = 0; i < NBUSY; i++)
 		pthread_join(b[i], NULL);
-	say("sigwait: a thread took each of 5", waited == 5);
+	say("sigwait: 50 threads took one each", waited == NWAIT);
 }
 
 static const struct {
