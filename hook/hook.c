@@ -68,9 +68,12 @@ int g_sleep_until(int64_t deadline)
 }
 
 int (*hook_sigrun)(void);
+void (*hook_cancel)(void);
 
 long hook_eintr(bool restartable)
 {
+	if (hook_cancel)
+		hook_cancel();
 	int r = hook_sigrun ? hook_sigrun() : 0;
 	if (!(r & SIGRUN_RAN) || (restartable && (r & SIGRUN_RESTART)))
 		return 0;

@@ -199,8 +199,12 @@ static inline void intr_disarm(struct g *gp)
 {
 	gp->introk = false;
 }
-/* After an interrupted wait: run the handlers; 0 to go on waiting
- * (nothing ran, or all SA_RESTART and the call restartable), -EINTR. */
+/* The preload shim's: exit the running G here if it has been cancelled
+ * (pthread_cancel).  NULL in linked programs. */
+extern void (*hook_cancel)(void) HIDDEN;
+/* After an interrupted wait (a cancellation point): exit if cancelled;
+ * run the handlers; 0 to go on waiting (nothing ran, or all SA_RESTART
+ * and the call restartable), -EINTR. */
 long hook_eintr(bool restartable) HIDDEN;
 
 #endif

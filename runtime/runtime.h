@@ -160,6 +160,7 @@ struct g {
 	_Atomic uint64_t sigmask; /* blocked (pthread_sigmask); written by the G only */
 	_Atomic uint64_t sighold; /* also blocked while its handlers run (the G only) */
 	_Atomic uint64_t sigpend; /* sent to it, not yet handled (any thread sets) */
+	_Atomic uint32_t cancel;  /* the shim's pthread_cancel state (cancel.c) */
 	void *splitctx;           /* split-stack context (splitstack.c) */
 	void *asan_fake;          /* ASan fake stack while switched out */
 	void *tsan_fiber;         /* TSan fiber */

@@ -139,12 +139,15 @@ int pcv_wait(pthread_cond_t *c, pthread_mutex_t *m, int clk, const struct timesp
 		intr_disarm(gp);
 	if (r)
 		r = errno_get();
-	if (r == ETIMEDOUT && gp && (!abstime || ts_until((clockid_t)clk, abstime) > 0)) {
-		(void)hook_eintr(true); /* woken early: a handler to run */
-		r = 0;
-	}
 	errno_set(e);
 	mx_reacquire(m, saved);
+	if (r == ETIMEDOUT && gp && (!abstime || ts_until((clockid_t)clk, abstime) > 0)) {
+		/* woken early: a handler to run, or a cancellation (the mutex
+		 * held again, as glibc's cleanup handlers expect) */
+		(void)hook_eintr(true);
+		errno_set(e);
+		r = 0;
+	}
 	return r;
 }
 

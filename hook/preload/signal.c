@@ -512,6 +512,7 @@ void sig_start(void)
 	watcher_start();
 	router_start();
 	hook_sigrun = sig_run;
+	cancel_start();
 	active = true;
 }
 
@@ -1218,13 +1219,14 @@ DEFREAL(sigwaitinfo);
 DEFREAL(sigtimedwait);
 DEFREAL(raise);
 
-/* Park until a handler has run on this G. */
+/* Park until a handler has run on this G (not a cancellation point
+ * here: sigsuspend has a mask to put back). */
 static void wait_handler(struct g *gp)
 {
 	do {
 		intr_arm(gp);
 		(void)g_sleep_until(-1);
-	} while (hook_eintr(false) == 0);
+	} while (!(sig_run() & SIGRUN_RAN));
 }
 
 HOOK int pause(void)

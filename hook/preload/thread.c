@@ -868,7 +868,7 @@ DEFREAL(pthread_getaffinity_np);
 DEFREAL(pthread_setaffinity_np);
 DEFREAL(pthread_getcpuclockid);
 
-static _Atomic int warned_cancel, warned_sched, warned_affinity, warned_clock;
+static _Atomic int warned_sched, warned_affinity, warned_clock;
 
 static bool exited(pthread_t th)
 {
@@ -879,9 +879,11 @@ HOOK int pthread_cancel(pthread_t th)
 {
 	if (!is_gthr(th))
 		return REAL(pthread_cancel)(th);
-	shim_warn_once(&warned_cancel, "pthread_cancel of a green thread is not supported "
-				       "(returns ENOTSUP)");
-	return ENOTSUP;
+	struct gthr *t = (struct gthr *)th;
+	struct g *gp = t->g; /* a G descriptor is never freed: check it is still t's */
+	if (!gp || gp->tls != t || exited(th))
+		return 0; /* exited, not joined yet: nothing to do, as glibc */
+	return cancel_g(gp);
 }
 
 /* A signal for a G: pending on it until it runs the handler (signal.c).

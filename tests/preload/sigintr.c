@@ -5,7 +5,7 @@
  *
  * sigintr CASE: prints one line per check ("ok ..." or "FAIL ...") and
  * exits 0 if all held.  Cases: read, accept, poll, sleep, nanosleep,
- * sem, compute, restart, kill_accept, masks, storm, sigwait.
+ * sem, compute, restart, kill_accept, masks, storm, sigwait, cancel.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -464,6 +464,93 @@ static void case_sigwait(void)
 	say("sigwait: 50 threads took one each", waited == NWAIT);
 }
 
+/* ---- pthread_cancel: a parked thread unwinds ------------------------------------------------- */
+
+static atomic_int cleaned, started2, slept;
+static pthread_mutex_t cmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ccv = PTHREAD_COND_INITIALIZER;
+static int cfd;
+
+static void cleanup(void *arg)
+{
+	cleaned += (int)(long)arg;
+}
+
+static void unlock_cleanup(void *arg)
+{
+	pthread_mutex_unlock(arg);
+	cleaned += 10;
+}
+
+static void *cancel_reader(void *arg)
+{
+	(void)arg;
+	char c;
+	pthread_cleanup_push(cleanup, (void *)1L);
+	started2 = 1;
+	for (;;)
+		(void)read(cfd, &c, 1);
+	pthread_cleanup_pop(0);
+	return NULL;
+}
+
+static void *cancel_waiter(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&cmu);
+	pthread_cleanup_push(unlock_cleanup, &cmu);
+	started2 = 1;
+	for (;;)
+		pthread_cond_wait(&ccv, &cmu);
+	pthread_cleanup_pop(1);
+	return NULL;
+}
+
+static void *cancel_later(void *arg)
+{
+	(void)arg;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	started2 = 1;
+	while (!slept) /* cancelled meanwhile: not acted on */
+		usleep(2000);
+	int old = -1;
+	pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old);
+	cleaned = old == PTHREAD_CANCEL_DISABLE ? 100 : -1;
+	pthread_testcancel();
+	cleaned = -2;
+	return NULL;
+}
+
+static void run_cancel(void *(*fn)(void *), int want, const char *what)
+{
+	pthread_t t;
+	void *ret = NULL;
+	cleaned = started2 = slept = 0;
+	pthread_create(&t, NULL, fn, NULL);
+	while (!started2)
+		usleep(1000);
+	usleep(20000);
+	pthread_cancel(t);
+	usleep(20000);
+	slept = 1;
+	pthread_join(t, &ret);
+	char line[128];
+	snprintf(line, sizeof line, "%s: cancelled, cleanup ran", what);
+	say(line, ret == PTHREAD_CANCELED && cleaned == want);
+}
+
+static void case_cancel(void)
+{
+	int sv[2];
+	socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+	cfd = sv[0];
+	run_cancel(cancel_reader, 1, "read");
+	run_cancel(cancel_waiter, 10, "cond_wait");
+	say("cond_wait: the mutex is free after", pthread_mutex_trylock(&cmu) == 0);
+	pthread_mutex_unlock(&cmu);
+	run_cancel(cancel_later, 100, "disabled, then testcancel");
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -480,6 +567,7 @@ static const struct {
 	{ "masks", case_masks },
 	{ "storm", case_storm },
 	{ "sigwait", case_sigwait },
+	{ "cancel", case_cancel },
 };
 
 int main(int argc, char **argv)
