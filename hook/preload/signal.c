@@ -136,12 +136,12 @@ static void m_mask(sigset_t *m)
 			sigaddset(m, s);
 }
 
-/* What the signal thread runs with: P and H (handlers run on Gs). */
+/* What the signal thread runs with: P and H (handlers run on Gs, if the
+ * router that gives them to Gs runs). */
 static void st_mask(sigset_t *m)
 {
-	frombits(atomic_load_explicit(&pbits, memory_order_acquire) |
-			 atomic_load_explicit(&hbits, memory_order_acquire),
-		 m);
+	uint64_t h = rfd >= 0 ? atomic_load_explicit(&hbits, memory_order_acquire) : 0;
+	frombits(atomic_load_explicit(&pbits, memory_order_acquire) | h, m);
 	sigdelset(m, SIGWEFT);
 }
 
@@ -444,9 +444,13 @@ static void router_start(void)
 	if ((rfd = newsfd()) < 0)
 		return;
 	rfd_update();
-	weft_attr_t a = { .stack_size = 64 * 1024, .name = "weft signal router" };
-	if (weft_go_attr(&a, router, NULL) < 0)
+	/* handlers may run on it (stall) */
+	weft_attr_t a = { .stack_size = 256 * 1024, .name = "weft signal router" };
+	if (weft_go_attr(&a, router, NULL) < 0) {
 		warn("cannot start the signal router: handlers will run on the signal thread");
+		(void)sys3(SYS_close, rfd, 0, 0);
+		rfd = -1;
+	}
 }
 
 /* ---- the signal thread ------------------------------------------------------------------ */
@@ -829,22 +833,24 @@ static void route(int s, const siginfo_t *si)
 		stall(gp, s);
 }
 
-/* A G takes the signals pending for the process that it lets through. */
+/* A G takes the signals pending for the process that it lets through
+ * (one at a time: a siginfo each is big for a small stack). */
 static void take_ppend(struct g *gp)
 {
-	if (!__atomic_load_n(&ppend, __ATOMIC_RELAXED))
-		return;
-	lock(&plock);
-	uint64_t b = ppend & ~atomic_load(&gp->sigmask);
-	ppend &= ~b;
-	siginfo_t si[64];
-	for (int s = 1; s <= 64; s++)
-		if (b & sigbit(s))
-			si[s - 1] = pinfo[s];
-	unlock(&plock);
-	for (int s = 1; s <= 64; s++)
-		if (b & sigbit(s))
-			deliver(gp, s, &si[s - 1]);
+	while (__atomic_load_n(&ppend, __ATOMIC_RELAXED)) {
+		lock(&plock);
+		uint64_t b = ppend & ~atomic_load(&gp->sigmask);
+		int s = b ? __builtin_ctzll(b) + 1 : 0;
+		siginfo_t si;
+		if (s) {
+			ppend &= ~sigbit(s);
+			si = pinfo[s];
+		}
+		unlock(&plock);
+		if (!s)
+			return;
+		deliver(gp, s, &si);
+	}
 }
 
 /* Default action of s on this thread: unblocked here, sent here. */
