@@ -1311,13 +1311,18 @@ static void hold_weft(sigset_t *saved)
 static int g_sigwait(const sigset_t *set, siginfo_t *info, int64_t deadline, bool eintr)
 {
 	struct g *gp = getg();
-	uint64_t want = tobits(set);
-	uint64_t p = atomic_load(&pbits);
-	for (int s = 1; s <= 64; s++)
-		if ((want & sigbit(s)) && (!async_sig(s) || !(p & sigbit(s))))
-			return -ENOSYS;
+	uint64_t want = 0, p = atomic_load(&pbits);
+	for (int s = 1; s <= 64; s++) /* the others (faults, ours) never come here */
+		if (sigismember(set, s) && async_sig(s)) {
+			if (!(p & sigbit(s)))
+				return -ENOSYS;
+			want |= sigbit(s);
+		}
 	if (!want || sfd < 0 || !gp->sigon)
 		return -ENOSYS;
+	sigset_t wset;
+	frombits(want, &wset);
+	set = &wset;
 	siginfo_t si;
 	for (;;) {
 		uint64_t mine = atomic_load(&gp->sigpend) & want;
