@@ -252,6 +252,8 @@ struct mtab {
 static struct mtab *mt;   /* plock */
 static int nmt, capmt;    /* entries used (some may have n 0), allocated */
 static struct g *maing;   /* the main G: first choice for a process signal */
+static uint64_t ppend;      /* routed when no G would take them (plock) */
+static siginfo_t pinfo[65]; /* their siginfo (plock) */
 
 /* plock held: n more (or fewer) Gs with mask. */
 static void mt_add(uint64_t mask, int64_t n)
@@ -549,12 +551,16 @@ void sig_afterfork_child(void)
 	wcv = (weft_cond_t)WEFT_COND_INIT;
 	atomic_store(&sigtid, 0);
 	atomic_store(&applied, 0);
-	/* the forking G is the only thread: the table holds its mask alone */
+	/* the forking G is the only thread: the table holds its mask alone;
+	 * nothing is pending in a new process */
 	struct g *gp = getg();
 	nmt = 0;
-	if (gp && gp->sigon)
+	if (gp && gp->sigon) {
 		mt_add(atomic_load(&gp->sigmask), 1);
+		atomic_store(&gp->sigpend, 0);
+	}
 	maing = gp;
+	ppend = 0;
 	if (sfd >= 0) { /* the watcher and router Gs did not survive the fork */
 		(void)sys3(SYS_close, sfd, 0, 0);
 		sfd = -1;
@@ -617,8 +623,6 @@ static uint64_t h_set_locked(int s, bool on)
 	return atomic_fetch_add(&pgen, 1) + 1;
 }
 
-static uint64_t ppend;   /* routed when no G would take them (plock) */
-static siginfo_t pinfo[65]; /* their siginfo (plock) */
 
 /* After a change to generation g (P was oldp): the signalfds, the Ms'
  * SIGPIPE / SIGXFSZ, and the signal thread (waited for on a G: as the
