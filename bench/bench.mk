@@ -46,6 +46,12 @@ $(BUILD)/bench/weft/%: bench/weft/%.c include/weft.h $(BENCH_LIB) bench/bench.mk
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_CFLAGS) $< -o $@ $(BENCH_LDFLAGS)
 
+# A plain pthread program (no weft linked in), run natively and under the
+# shim: pthread_kill to handler start (docs/preload.md, Signals).
+$(BUILD)/bench/siglat: bench/siglat.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -g -Wall -Wextra -Werror -std=gnu11 -pthread $< -o $@
+
 # The Go and Boost peers need their toolchains: install what is missing
 # (make bench's own tier does it first; this covers building a peer alone).
 # loadgen and the echo servers need nothing more, so make demo installs no

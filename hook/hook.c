@@ -51,12 +51,33 @@ void blk_exit(void)
 	errno_set(e);
 }
 
-void g_sleep_until(int64_t deadline)
+int g_sleep_until(int64_t deadline)
 {
+	struct g *gp = getg();
+	bool armed = gp->introk;
 	struct waiter w;
-	waiter_init(&w);
-	while (waiter_block(&w, NULL, NULL, W_SLEEP, deadline))
-		waiter_init(&w); /* nobody wakes a sleeper; be safe anyway */
+	for (;;) {
+		gp->introk = armed;
+		waiter_init(&w);
+		if (!waiter_block(&w, NULL, NULL, W_SLEEP, deadline))
+			break;
+		/* nobody wakes a sleeper; be safe anyway */
+	}
+	gp->introk = false;
+	return armed && g_interrupted() ? -EINTR : 0;
+}
+
+int (*hook_sigrun)(void);
+void (*hook_cancel)(void);
+
+long hook_eintr(bool restartable)
+{
+	if (hook_cancel)
+		hook_cancel();
+	int r = hook_sigrun ? hook_sigrun() : 0;
+	if (!(r & SIGRUN_RAN) || (restartable && (r & SIGRUN_RESTART)))
+		return 0;
+	return -EINTR;
 }
 
 uint32_t newfd_flags(bool ong, bool usernb, bool drainok)
@@ -181,7 +202,12 @@ long io_wait(struct io *io)
 	if (r < 0)
 		return r;
 	int reason = io->r.mask == PD_READ ? W_IO_READ : W_IO_WRITE;
+	struct g *gp = getg();
+	intr_arm(gp);
 	r = pd_wait(&io->r, 1, deadline, reason);
+	intr_disarm(gp);
+	if (r == -EINTR) /* a socket timeout makes it never restarted (signal(7)) */
+		return hook_eintr(deadline < 0); /* 0: the caller retries its call */
 	return r == -ETIMEDOUT ? -EAGAIN : r;
 }
 

@@ -177,7 +177,34 @@ long io_allv(struct io *io, long nr, struct msghdr *msg, const struct iovec *iov
  * program: on a G it was created non-blocking underneath. */
 uint32_t newfd_flags(bool ong, bool usernb, bool drainok) HIDDEN;
 
-/* Park the running G until deadline (absolute nanotime; -1 forever). */
-void g_sleep_until(int64_t deadline) HIDDEN;
+/* Park the running G until deadline (absolute nanotime; -1 forever).
+ * 0, or -EINTR if the sleep was armed (intr_arm) and interrupted. */
+int g_sleep_until(int64_t deadline) HIDDEN;
+
+/* ---- interruption by signals ------------------------------------------ */
+
+/* The preload shim's: run the running G's deliverable signal handlers
+ * (SIGRUN_* bits).  NULL in linked programs: nothing is interrupted. */
+enum { SIGRUN_RAN = 1, SIGRUN_RESTART = 2 /* every one that ran had SA_RESTART */ };
+extern int (*hook_sigrun)(void) HIDDEN;
+
+/* Around a park that a signal handler may interrupt, as it would the
+ * blocking system call (the next waiter_block takes the request). */
+static inline void intr_arm(struct g *gp)
+{
+	if (unlikely(hook_sigrun != NULL))
+		gp->introk = true;
+}
+static inline void intr_disarm(struct g *gp)
+{
+	gp->introk = false;
+}
+/* The preload shim's: exit the running G here if it has been cancelled
+ * (pthread_cancel).  NULL in linked programs. */
+extern void (*hook_cancel)(void) HIDDEN;
+/* After an interrupted wait (a cancellation point): exit if cancelled;
+ * run the handlers; 0 to go on waiting (nothing ran, or all SA_RESTART
+ * and the call restartable), -EINTR. */
+long hook_eintr(bool restartable) HIDDEN;
 
 #endif

@@ -134,7 +134,8 @@ static inline void pd_snap(struct pollreq *r)
 
 /* Park the running G until an event on any of r[0..n) after its snap,
  * a close, or deadline (absolute nanotime, -1 none).  0 (retry the
- * call), -ETIMEDOUT, or -EBADF (an fd was closed).  reason: W_IO_*. */
+ * call), -ETIMEDOUT, -EINTR (g_interrupt, if g->introk was set), or
+ * -EBADF (an fd was closed).  reason: W_IO_*. */
 int pd_wait(struct pollreq *r, int n, int64_t deadline, int reason);
 
 #endif

@@ -416,7 +416,7 @@ int pd_wait(struct pollreq *r, int n, int64_t deadline, int reason)
 		cpu_relax();
 	atomic_store_explicit(&gp->blocking, 0, memory_order_relaxed);
 	atomic_fetch_sub(&netpollwaiters, 1);
-	int ret = woken ? 0 : -ETIMEDOUT;
+	int ret = woken ? 0 : g_interrupted() ? -EINTR : -ETIMEDOUT;
 	for (int i = 0; i < n; i++) {
 		struct pd *d = r[i].d;
 		/* woken on its only fd: whoever claimed it took it off the

@@ -1062,6 +1062,11 @@ int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 	atomic_store_explicit(&gp->waitreason, W_NONE, memory_order_relaxed);
 	atomic_store_explicit(&gp->blocking, 0, memory_order_relaxed);
 	gp->tls = NULL;
+	gp->introk = false;
+	atomic_store_explicit(&gp->intrreq, 0, memory_order_relaxed);
+	gp->sigon = false;
+	atomic_store_explicit(&gp->sigpend, 0, memory_order_relaxed);
+	atomic_store_explicit(&gp->cancel, 0, memory_order_relaxed);
 	if (gp->name) {
 		rtfree(gp->name);
 		gp->name = NULL;

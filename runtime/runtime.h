@@ -134,7 +134,8 @@ struct g {
 	uint16_t lockcount;       /* weft_lock_thread nesting */
 	int errno_save;           /* errno while switched out */
 	int32_t rtdepth;          /* > 0 while inside the runtime */
-	_Atomic uint64_t waitstate; /* (park seq << 2) | 0 waiting, 1 woken, 2 timed out */
+	_Atomic uint64_t waitstate; /* (park seq << 2) | 0 waiting, 1 woken, 2 timed out,
+	                             * 3 interrupted (g_interrupt) */
 	int64_t id;               /* > 0, unique for the process lifetime */
 	void (*fn)(void *);       /* entry function */
 	void *arg;                /* its argument */
@@ -149,6 +150,19 @@ struct g {
 	void *waiting;            /* the waiter record this G is parked on */
 	char *name;               /* from weft_attr_t, or NULL */
 	void *tls;                /* per-G keys (preload shim) */
+	/* Interruption (sema.c; signals in the shim).  introk is the G's
+	 * own; intrseq and intrreq pair as a Dekker: g_interrupt stores
+	 * intrreq then loads intrseq, the parking G stores intrseq then
+	 * loads intrreq (all seq_cst), so one of them sees the other. */
+	bool introk;              /* the waits this G starts now may be interrupted */
+	_Atomic uint64_t intrseq; /* seq of the interruptible wait it is parked in, 0 none */
+	_Atomic uint32_t intrreq; /* an interruption asked for, not yet taken (g_intr_take) */
+	/* Signals of a G (the preload shim's; bits are signals 1..64) */
+	bool sigon;               /* a thread of the program: may be sent signals */
+	_Atomic uint64_t sigmask; /* blocked (pthread_sigmask); written by the G only */
+	_Atomic uint64_t sighold; /* also blocked while its handlers run (the G only) */
+	_Atomic uint64_t sigpend; /* sent to it, not yet handled (any thread sets) */
+	_Atomic uint32_t cancel;  /* the shim's pthread_cancel state (cancel.c) */
 	void *splitctx;           /* split-stack context (splitstack.c) */
 	void *asan_fake;          /* ASan fake stack while switched out */
 	void *tsan_fiber;         /* TSan fiber */
@@ -500,6 +514,15 @@ struct waiter {
  * deadline is absolute nanotime(), or < 0 for none.
  */
 void waiter_init(struct waiter *w);   /* binds w to the caller (G or thread) */
+/* Interrupt gp's wait if it is parked in an interruptible one (one it
+ * began with introk set), else at its next: that wait then ends as a
+ * timeout would (waiter_block false) and g_interrupted says why.  Any
+ * thread; true if it readied gp now. */
+bool g_interrupt(struct g *gp);
+/* The running G: was its last wait ended by g_interrupt? */
+bool g_interrupted(void);
+/* The running G takes (clears) a pending interruption request. */
+bool g_intr_take(void);
 bool waiter_block(struct waiter *w, void (*unlockf)(void *arg), void *arg,
 		  int reason, int64_t deadline);
 bool waiter_claim(struct waiter *w);
