@@ -298,6 +298,60 @@ Test(forking, children_get_blocking_pipes, .timeout = 120)
 	cr_expect_eq(h_code(&R), 0, "%s%s", R.out, R.err);
 }
 
+/* ---- do no harm: what weft does not intercept (issue 12) ------------------------------ */
+
+/* dnh CASE ARGS... under weft run --procs procs: exit 0 and want in stdout. */
+static void dnh(int procs, const char *c, const char *n, const char *want, int secs)
+{
+	const char *a[] = { h_prog("dnh"), c, n, NULL };
+	h_shim_run(&R, procs, a, NULL, NULL, secs);
+	cr_assert_eq(h_code(&R), 0, "procs %d: %s%s", procs, R.out, R.err);
+	cr_expect(strstr(R.out, want), "procs %d: %s%s", procs, R.out, R.err);
+	cr_expect(!strstr(R.err, "weft: fatal"), "%s", R.err);
+}
+
+/* A thread-per-connection server that reads and writes its sockets with
+ * fdopen/fgets/fputs/fflush: glibc's internal reads must never see
+ * EAGAIN, and 200 server threads blocked in them must not hang it. */
+Test(dnh, stdio_server_200_connections, .timeout = 240)
+{
+	for (int procs = 1; procs <= 2; procs++)
+		dnh(procs, "stdio", "200", "echoed 200/200\n", 100);
+}
+
+/* 1,000 threads each blocked in syscall(SYS_read) on its own pipe, then
+ * released: every one returns (sysmon sees they are asleep in the
+ * kernel, not hogs, and lends their Ps' Gs without the hog cap). */
+Test(dnh, thousand_threads_in_raw_syscalls, .timeout = 240)
+{
+	dnh(2, "rawsys", "1000", "returned 1000/1000", 200);
+	cr_log_info("%s", R.out);
+}
+
+/* The thread limit: past WEFT_MAXTHREADS, fatal with a dump. */
+Test(dnh, thread_limit_is_fatal, .timeout = 120)
+{
+	const char *a[] = { h_prog("dnh"), "rawsys", "300", NULL };
+	h_shim_run(&R, 2, a, (const char *[]){ "WEFT_MAXTHREADS=100", NULL }, NULL, 100);
+	cr_expect_eq(h_code(&R), 2, "%s%s", R.out, R.err);
+	cr_expect(strstr(R.err, "weft: fatal: program exceeds 100-thread limit"), "%s", R.err);
+	cr_expect(strstr(R.err, "green thread"), "no dump: %s", R.err);
+}
+
+/* A program that made a file non-blocking itself still gets EAGAIN. */
+Test(dnh, own_nonblock_gets_eagain, .timeout = 60)
+{
+	for (int procs = 1; procs <= 2; procs++)
+		dnh(procs, "nonblock", NULL, "ok nonblock\n", 30);
+}
+
+/* F_GETFL shows the program's flags (and the kernel holds them) on a G,
+ * on a real thread, in a forked child and in an exec'd one. */
+Test(dnh, getfl_shows_the_programs_flags, .timeout = 60)
+{
+	dnh(2, "getfl", NULL, "ok getfl\n", 30);
+}
+
 /* ---- C11 threads ------------------------------------------------------------------------ */
 
 Test(c11, threads_mutexes_conds_tss, .timeout = 60)
