@@ -67,7 +67,7 @@ static char threadstate(int tid)
  * syscall(), glibc's internal read under stdio, a futex)?  Its thread's
  * CPU clock moved by less than an eighth of the wall time over at least
  * 20 us of the same G's run (cheap: clock_gettime), and the kernel says
- * it sleeps (exact: a hog is R even when the machine is too loaded to
+ * it sleeps, S (exact: a hog is R even when the machine is too loaded to
  * give it CPU). */
 static bool inkernel(struct p *pp, int64_t now)
 {
@@ -97,8 +97,11 @@ static bool inkernel(struct p *pp, int64_t now)
 	pp->sm_cpuwhen = now;
 	if (!still)
 		return false;
-	char st = threadstate(tid);
-	return st == 'S' || st == 'D';
+	/* S: asleep in a call (a read, a futex).  Not D: a thread that
+	 * faults pages in or waits for the address-space lock while others
+	 * map stacks is busy, and taking it for blocked lends a spare per
+	 * such wait, which adds to the contention. */
+	return threadstate(tid) == 'S';
 }
 
 /* Lend capacity around stuck Ms; returns how many Ps were lent or asked
