@@ -5,6 +5,8 @@
  *   WEFT_MAXPROCS    number of Ps, 1..1024 (default: CPUs this process may use)
  *   WEFT_STACK_SIZE  usable bytes per G stack, 16K..1G, with K/M/G suffixes (default 256K)
  *   WEFT_STACK       guarded | segmented (default guarded)
+ *   WEFT_MAXTHREADS  OS threads weft may make, 2..16384 (default 10000): past it,
+ *                    fatal (threads blocked in calls weft does not see each hold one)
  *   WEFT_DEBUG       comma-separated: schedtrace=<ms>, sigquit=continue
  */
 #define _GNU_SOURCE
@@ -122,6 +124,14 @@ void envinit(void)
 			weftenv.stackkind = WEFT_STACK_SEGMENTED;
 		else
 			warn("ignoring WEFT_STACK=%s: want guarded or segmented", s);
+	}
+	weftenv.maxthreads = 10000;
+	s = getenv("WEFT_MAXTHREADS");
+	if (s && *s) {
+		if (parse_int(s, 2, MAXTHREADS_MAX, &v) == 0)
+			weftenv.maxthreads = (int)v;
+		else
+			warn("ignoring WEFT_MAXTHREADS=%s: want an integer 2..%d", s, MAXTHREADS_MAX);
 	}
 	s = getenv("WEFT_DEBUG");
 	if (s && *s)

@@ -38,7 +38,7 @@
 #include "sanitizer.h"
 
 struct sched sched;
-struct p *allp[MAXPROCS];
+struct p *allp[MAXALLP];
 struct m *_Atomic allm;
 __thread struct m *tls_m __attribute__((tls_model("initial-exec")));
 _Atomic int64_t coarsenow;
@@ -467,6 +467,23 @@ static int64_t mid_gen;
 
 /* Make an M (an OS thread) that starts by running pp.  False if the
  * system refuses another thread: the caller gets pp back. */
+/* Go's checkmcount: n OS threads for Ms (sysmon is one more).  Past
+ * WEFT_MAXTHREADS the program has that many threads stuck in calls weft
+ * does not see, or makes them in a runaway: say so, dump, stop. */
+static void checkmcount(int32_t n)
+{
+	int max = weftenv.maxthreads > 0 ? weftenv.maxthreads : 10000;
+	if (n + 1 <= max)
+		return;
+	static _Atomic int reported;
+	if (atomic_exchange(&reported, 1))
+		for (;;)
+			pause(); /* another thread is reporting and will exit */
+	warn("fatal: program exceeds %d-thread limit (WEFT_MAXTHREADS)\n", max);
+	weft_dump(stderr);
+	_exit(2);
+}
+
 static bool newm(struct p *pp, bool spinning)
 {
 	struct m *m = rtalloc(sizeof *m);
@@ -479,7 +496,7 @@ static bool newm(struct p *pp, bool spinning)
 	do
 		m->alllink = head;
 	while (!atomic_compare_exchange_weak(&allm, &head, m));
-	atomic_fetch_add(&sched.mcount, 1);
+	checkmcount(atomic_fetch_add(&sched.mcount, 1) + 1);
 
 	pthread_attr_t a;
 	pthread_attr_init(&a);
@@ -1192,13 +1209,19 @@ void lendp(struct p *pp, bool hog)
 	 * trip through the scheduler) count against the cap */
 	if (hog && atomic_load(&sched.nspares) >= HOG_SPARES_MAX(sched.gomaxprocs))
 		return;
-	if (atomic_fetch_or(&pp->flags, PF_LENT | (hog ? PF_LENT_HOG : 0)) & PF_LENT)
-		return;
-	if (hog)
+	uint32_t old = atomic_fetch_or(&pp->flags, PF_LENT | (hog ? PF_LENT_HOG : 0));
+	bool extra = old & PF_LENT;
+	if (extra) {
+		if (hog)
+			return;
+		/* a blocked M: one more spare, given back with the first */
+		atomic_fetch_add(&pp->nlent, 1);
+	} else if (hog) {
 		atomic_fetch_add(&sched.nhogspares, 1);
+	}
 	lock(&sched.lock);
 	struct p *sp = sparefree_get();
-	if (!sp && atomic_load(&nallp) < MAXPROCS) {
+	if (!sp && atomic_load(&nallp) < MAXALLP) {
 		int32_t id = atomic_load(&nallp);
 		sp = allp[id] = newp(id);
 		sp->spare = true;
@@ -1207,7 +1230,10 @@ void lendp(struct p *pp, bool hog)
 	}
 	unlock(&sched.lock);
 	if (!sp) {
-		givebackp(pp);
+		if (extra)
+			atomic_fetch_sub(&pp->nlent, 1);
+		else
+			givebackp(pp);
 		return;
 	}
 	startm(sp, false);
@@ -1221,8 +1247,10 @@ static void givebackp(struct p *pp)
 		return;
 	if (old & PF_LENT_HOG)
 		atomic_fetch_sub(&sched.nhogspares, 1);
+	int32_t more = atomic_exchange(&pp->nlent, 0);
 	lock(&sched.lock);
-	retire_spare_locked();
+	for (int32_t i = 0; i <= more; i++)
+		retire_spare_locked();
 	unlock(&sched.lock);
 }
 
@@ -1661,7 +1689,7 @@ int weft_maxprocs(int n)
 		if (was && !pp->retired && PSTATUS(atomic_load(&pp->state)) == P_IDLE)
 			pidleput(pp);
 	}
-	for (; regular < n && atomic_load(&nallp) < MAXPROCS; regular++) {
+	for (; regular < n && atomic_load(&nallp) < MAXALLP; regular++) {
 		int32_t id = atomic_load(&nallp);
 		allp[id] = newp(id);
 		atomic_store(&nallp, id + 1);

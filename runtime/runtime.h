@@ -19,6 +19,10 @@
 #include "../arch/ctx.h"
 
 #define MAXPROCS 1024
+/* Ps in all: gomaxprocs plus spares lent around blocked Ms (one per OS
+ * thread blocked in the kernel, up to WEFT_MAXTHREADS) */
+#define MAXTHREADS_MAX 16384
+#define MAXALLP (MAXPROCS + MAXTHREADS_MAX)
 #define RUNQ_SIZE 256 /* local run queue ring; power of two */
 
 #define likely(x) __builtin_expect(!!(x), 1)
@@ -204,6 +208,8 @@ struct m {
 	void *altstack;           /* signal stack for overflow reports */
 	int *errnop;              /* this OS thread's errno (gswitch saves and
 	                           * restores it per G without a call) */
+	_Atomic int32_t lockwait; /* asleep on a runtime lock (lock.c): sysmon
+	                           * does not take that for a blocked call */
 };
 
 /* ---- P ---------------------------------------------------------------- */
@@ -277,6 +283,12 @@ struct p {
 	uint32_t sm_schedtick, sm_syscalltick;
 	int64_t sm_when;
 	int64_t sm_preempt;       /* when sysmon set PF_PREEMPT */
+	int64_t sm_cpu;           /* the owner M's thread CPU time at sm_cpuwhen */
+	int64_t sm_cpuwhen;       /* when sm_cpu was read, 0: not yet for this G run */
+	int64_t sm_lent;          /* when sysmon last lent a spare for this P */
+	/* spares lent for this P beyond the first (PF_LENT): a blocked M's
+	 * Gs whose first spare blocked too; givebackp retires them all */
+	_Atomic int32_t nlent;
 };
 
 /* ---- scheduler globals ------------------------------------------------- */
@@ -317,7 +329,7 @@ extern struct sched sched;
 /* allp[0..nallp): every P made so far.  A new P is stored in allp
  * before nallp grows (seq_cst, so release); read nallp first, with at
  * least acquire, and only allp[i] below it: the P is then seen whole. */
-extern struct p *allp[MAXPROCS];
+extern struct p *allp[MAXALLP];
 extern _Atomic int32_t nallp;
 extern struct m *_Atomic allm;
 
@@ -479,6 +491,7 @@ struct weftenv {
 	int stackkind;         /* WEFT_STACK: guarded/segmented */
 	int64_t schedtrace_ms; /* WEFT_DEBUG=schedtrace=N */
 	bool sigquit_continue; /* WEFT_DEBUG=sigquit=continue */
+	int maxthreads;        /* WEFT_MAXTHREADS: OS threads weft may have (default 10000) */
 };
 extern struct weftenv weftenv;
 void envinit(void);
