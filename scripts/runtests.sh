@@ -1,8 +1,10 @@
 #!/bin/sh
 # runtests.sh SUITE... - run each Criterion suite, show its output, and
-# close with one "N passed, N failed" line summed over all suites.
+# close with one "N passed, N failed" line summed over all suites, plus
+# ", N skipped (suite::test ...)" when tests were skipped (tests/runner.h
+# prints a "[SKIP] suite::test: why" line for each).
 # Exit status 1 if any test failed or crashed or a suite did not finish.
-pass=0 fail=0 bad=0
+pass=0 fail=0 bad=0 skipped=""
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for t in "$@"; do
@@ -20,9 +22,18 @@ for t in "$@"; do
 	p=$(echo "$line" | sed -n 's/.*Passing: \([0-9]*\).*/\1/p')
 	f=$(echo "$line" | sed -n 's/.*Failing: \([0-9]*\).*/\1/p')
 	c=$(echo "$line" | sed -n 's/.*Crashing: \([0-9]*\).*/\1/p')
+	skipped="$skipped $(sed -n 's/^\[SKIP\] \([^ :]*::[^ :]*\).*/\1/p' "$log" | sort -u | tr '\n' ' ')"
 	pass=$((pass + p))
 	fail=$((fail + f + c))
 	[ "$rc" -ne 0 ] && bad=1
 done
-echo "$pass passed, $fail failed"
+# shellcheck disable=SC2086
+set -- $skipped
+if [ $# -gt 6 ]; then
+	echo "$pass passed, $fail failed, $# skipped ($1 $2 $3 $4 $5 $6 ...: see the [SKIP] lines)"
+elif [ $# -gt 0 ]; then
+	echo "$pass passed, $fail failed, $# skipped ($*)"
+else
+	echo "$pass passed, $fail failed"
+fi
 [ "$fail" -eq 0 ] && [ "$bad" -eq 0 ]
