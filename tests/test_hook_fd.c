@@ -43,7 +43,7 @@ static void park_read(void *arg)
 
 static void wait_state(struct parked *p, int st)
 {
-	for (int i = 0; i < 5000 && atomic_load(&p->state) < st; i++)
+	for (int i = 0; i < 5000 * test_slow() && atomic_load(&p->state) < st; i++)
 		weft_sleep(1000000);
 }
 

@@ -491,7 +491,7 @@ G_TEST(hook_net, eof_after_short_read, 20)
 		weft_yield(); /* it parks in read */
 		CHECK(write(c, "abc", 3) == 3);
 		CHECK(shutdown(c, SHUT_WR) == 0);
-		for (int i = 0; i < 5000 && !atomic_load(&e.done); i++)
+		for (int i = 0; i < 5000 * test_slow() && !atomic_load(&e.done); i++)
 			usleep(1000);
 		CHECK(atomic_load(&e.done));
 		CHECK(e.r1 == 3 && e.r2 == 0);
