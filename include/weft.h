@@ -252,6 +252,7 @@ typedef struct weft_stats {
 	int64_t syscall_handoffs;  /* Ps taken from an M blocked in a call */
 	int64_t hog_handoffs;      /* Ps taken from a G running > 10 ms */
 	int64_t preempts;          /* Gs asked to yield after 10 ms in the runtime */
+	int64_t timers_rescued;    /* timers fired for a P whose M fell behind */
 } weft_stats_t;
 
 /* Fill *st.  0, or -1 with EINVAL for NULL. */

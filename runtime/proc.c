@@ -1429,6 +1429,29 @@ static struct g *stealwork(struct m *m, int64_t now)
 	return NULL;
 }
 
+/* Fire the due timers of Ps that no M holds - idle ones, and retired
+ * spares - from here; their Gs come to our P.  stealwork does this only
+ * for a spinning M, and the spinning rule can forbid every M to spin
+ * while such a timer waits: with spares on the idle list, npidle can
+ * reach gomaxprocs while we hold a P (a fork child keeps running on the
+ * spare P it forked on, its P 0 idle).  Then nobody fired the timer and
+ * the M polled the network with a 0 delay for it, forever (a preloaded
+ * python's subprocess child hung that way).  Returns a G to run, if any. */
+static struct g *idletimers(struct m *m, int64_t now)
+{
+	struct p *pp = m->p;
+	int32_t n = atomic_load_explicit(&nallp, memory_order_acquire);
+	for (int32_t i = 0; i < n; i++) {
+		struct p *p2 = allp[i];
+		if (p2 == pp || PSTATUS(atomic_load(&p2->state)) == P_RUNNING)
+			continue;
+		int64_t t0 = atomic_load(&p2->timer0when);
+		if (t0 && t0 <= now)
+			checktimers(p2, now);
+	}
+	return runqget(pp, NULL);
+}
+
 static struct g *netpoll_take(struct g *list)
 {
 	if (!list)
@@ -1499,6 +1522,8 @@ top:;
 		if ((gp = netpoll_take(netpoll(0))))
 			return gp;
 	}
+	if ((gp = idletimers(m, now)))
+		return gp;
 	int32_t procs = sched.gomaxprocs;
 	if (m->spinning || 2 * atomic_load(&sched.nmspinning) < procs - atomic_load(&sched.npidle)) {
 		if (!m->spinning) {

@@ -323,6 +323,7 @@ struct sched {
 	_Atomic int64_t nsyscallretake; /* sysmon: Ps retaken from blocking calls */
 	_Atomic int64_t nhogretake;   /* sysmon: Ps retaken from Gs running > 10 ms */
 	_Atomic int64_t npreempt;     /* sysmon: preempt requests */
+	_Atomic int64_t ntimersrescued; /* timers fired by a thread not holding their P */
 };
 
 extern struct sched sched;

@@ -293,6 +293,7 @@ int weft_stats(weft_stats_t *st)
 	st->syscall_handoffs = atomic_load(&sched.nsyscallretake);
 	st->hog_handoffs = atomic_load(&sched.nhogretake);
 	st->preempts = atomic_load(&sched.npreempt);
+	st->timers_rescued = atomic_load(&sched.ntimersrescued);
 	return 0;
 }
 

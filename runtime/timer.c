@@ -123,14 +123,24 @@ bool deltimer(struct timer *t)
 	}
 }
 
-/* Run pp's due timers (on an M holding some P).  Returns the next when. */
+/* Run pp's due timers (on an M holding some P, or sysmon).  Returns the
+ * next when.  The owner readies the Gs of due timers at its queue's tail
+ * in 'when' order; another thread - sysmon, for a P whose M fell behind,
+ * or an idle M stealing due timers - readies them elsewhere (the global
+ * queue, its own P), from where they may run after Gs of later timers
+ * that the owner fires meanwhile: those fires are counted (weft_stats
+ * timers_rescued). */
 int64_t checktimers(struct p *pp, int64_t now)
 {
 	int64_t t0 = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
 	if (t0 == 0 || t0 > now)
 		return t0;
+	struct m *m = getm();
+	bool owner = m && m->p == pp;
 	lock(&pp->timerslock);
 	while (pp->ntimers > 0 && pp->timers[0]->when <= now) {
+		if (!owner)
+			atomic_fetch_add_explicit(&sched.ntimersrescued, 1, memory_order_relaxed);
 		struct timer *t = pp->timers[0];
 		void (*f)(void *, uintptr_t) = t->f;
 		void *arg = t->arg;

@@ -23,6 +23,8 @@
 
 #include "weft.h"
 
+#include "runner.h"
+
 /* 1 in a ThreadSanitizer build (make test SAN=thread), where a few tests
  * allow for what TSan changes: it is 5-15x slower, and it runs the
  * handler of an asynchronous signal only at the receiving thread's next
@@ -81,11 +83,13 @@ static inline void drain2(int efd, char *ebuf, int ofd, char *obuf, size_t cap)
 
 /* Fork; in the child set each "NAME=value" of env (NULL-terminated, may
  * be NULL), run fn() and exit with its result.  The parent collects exit
- * status, stdout and stderr, with a timeout in seconds (then SIGKILL). */
+ * status, stdout and stderr.  timeout_s is a hang detector: after
+ * timeout_s * test_slow() seconds the child gets SIGALRM. */
 static inline void run_child(struct child *c, char *const env[], int (*fn)(void), int timeout_s)
 {
 	int ep[2], op[2];
 	cr_assert(pipe(ep) == 0 && pipe(op) == 0);
+	unsigned alarm_s = (unsigned)(timeout_s * test_slow());
 	fflush(NULL);
 	pid_t pid = fork();
 	cr_assert(pid >= 0);
@@ -96,7 +100,7 @@ static inline void run_child(struct child *c, char *const env[], int (*fn)(void)
 		close(op[0]);
 		for (int i = 0; env && env[i]; i++)
 			putenv(env[i]);
-		alarm((unsigned)timeout_s);
+		alarm(alarm_s);
 		int r = fn();
 		fflush(NULL);
 		_exit(r);

@@ -112,20 +112,6 @@ static const struct parker parkers[] = {
 };
 #define NPARKERS (sizeof parkers / sizeof parkers[0])
 
-/* Start every parker and wait until all are parked. */
-static void start_parkers(void)
-{
-	never = weft_chan_make(0, 0);
-	never_s = weft_chan_make(0, 0);
-	never_sel = weft_chan_make(0, 0);
-	weft_mutex_lock(&held);
-	weft_rwlock_wrlock(&wlocked);
-	weft_wg_add(&parked_wg, 1);
-	for (size_t i = 0; i < NPARKERS; i++)
-		weft_go(parkers[i].fn, NULL);
-	weft_sleep(50 * 1000 * 1000);
-}
-
 /* The G's header line, then its function before the next header. */
 static bool shows(const char *dump, const char *reason, const char *fn)
 {
@@ -138,6 +124,41 @@ static bool shows(const char *dump, const char *reason, const char *fn)
 	return false;
 }
 
+/* Dump until the dump shows a G parked (or running) in fn: a G gets
+ * there when the scheduler runs it, which a busy machine delays. */
+static void await_dump_shows(const char *reason, const char *fn)
+{
+	for (;;) {
+		/* first a tick, for the Gs just started to get there: a dump
+		 * racing Gs that switch is what TSan cannot follow (tools.mk) */
+		weft_sleep(1000 * 1000);
+		char *buf = NULL;
+		size_t len;
+		FILE *f = open_memstream(&buf, &len);
+		weft_dump(f);
+		fclose(f);
+		bool ok = shows(buf, reason, fn);
+		free(buf);
+		if (ok)
+			return;
+	}
+}
+
+/* Start every parker and wait until all are parked. */
+static void start_parkers(void)
+{
+	never = weft_chan_make(0, 0);
+	never_s = weft_chan_make(0, 0);
+	never_sel = weft_chan_make(0, 0);
+	weft_mutex_lock(&held);
+	weft_rwlock_wrlock(&wlocked);
+	weft_wg_add(&parked_wg, 1);
+	for (size_t i = 0; i < NPARKERS; i++)
+		weft_go(parkers[i].fn, NULL);
+	for (size_t i = 0; i < NPARKERS; i++)
+		await_dump_shows(parkers[i].reason, parkers[i].name);
+}
+
 static char *dumped;
 
 static int dump_main(int argc, char **argv)
@@ -147,7 +168,7 @@ static int dump_main(int argc, char **argv)
 	start_parkers();
 	weft_attr_t a = { .name = "spinner" };
 	weft_go_attr(&a, busy_loop, NULL);
-	weft_sleep(20 * 1000 * 1000);
+	await_dump_shows("[running] spinner:", "busy_loop");
 	size_t len;
 	FILE *f = open_memstream(&dumped, &len);
 	weft_dump(f);
@@ -206,7 +227,7 @@ static int quit_main(int argc, char **argv)
 	weft_maxprocs(2);
 	start_parkers();
 	weft_go(busy_loop, NULL);
-	weft_sleep(20 * 1000 * 1000);
+	await_dump_shows("[running]:", "busy_loop");
 	sigquit_self();
 	weft_sleep(5LL * 1000 * 1000 * 1000); /* the dump exits the process first */
 	spinning = 0;
@@ -234,14 +255,26 @@ Test(dump, sigquit_dumps_and_exits_2, .timeout = 60)
 	cr_assert(shows(c.err, "[sleep]:", "quit_main"), "%s", c.err);
 }
 
+/* The child's stderr is a file while it runs, so that it can see its
+ * own dump arrive; copied to the real stderr at the end. */
+static bool stderr_shows(const char *reason, const char *fn)
+{
+	static char buf[65536];
+	ssize_t n = pread(2, buf, sizeof buf - 1, 0);
+	buf[n > 0 ? n : 0] = 0;
+	return shows(buf, reason, fn);
+}
+
 static int quit_continue_main(int argc, char **argv)
 {
 	(void)argc, (void)argv;
 	never = weft_chan_make(0, 0);
 	weft_go(park_chan_recv, NULL);
-	weft_sleep(10 * 1000 * 1000);
+	await_dump_shows("[chan receive]", "park_chan_recv");
 	sigquit_self();
-	weft_sleep(300 * 1000 * 1000);
+	/* the dump printed by the signal, then on as before */
+	while (!stderr_shows("[chan receive]:", "park_chan_recv"))
+		weft_sleep(1000 * 1000);
 	printf("still here\n");
 	return 0;
 }
@@ -249,7 +282,17 @@ static int quit_continue_main(int argc, char **argv)
 static int quit_continue_child(void)
 {
 	signal(SIGQUIT, SIG_DFL);
-	return weft_main(quit_continue_main, 0, NULL);
+	FILE *tmp = tmpfile();
+	int realerr = dup(2);
+	if (!tmp || realerr < 0 || dup2(fileno(tmp), 2) < 0)
+		return 90;
+	int r = weft_main(quit_continue_main, 0, NULL);
+	char buf[4096];
+	ssize_t n;
+	for (off_t off = 0; (n = pread(2, buf, sizeof buf, off)) > 0; off += n)
+		if (write(realerr, buf, (size_t)n) != n)
+			return 91;
+	return r;
 }
 
 Test(dump, sigquit_continue_keeps_running, .timeout = 60)

@@ -221,7 +221,7 @@ G_TEST(hook_net, connect_deadline, 30)
 	CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == -1);
 	CHECK(err() == EINPROGRESS);
 	int64_t ms = ms_since(t0);
-	CHECK(ms >= 150 && ms < 5000);
+	CHECK(ms >= 150 && ms < 5000 * test_slow());
 	close(fd);
 
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
@@ -230,7 +230,7 @@ G_TEST(hook_net, connect_deadline, 30)
 	t0 = now_ns();
 	CHECK(poll(&p, 1, 200) == 0);
 	ms = ms_since(t0);
-	CHECK(ms >= 150 && ms < 5000);
+	CHECK(ms >= 150 && ms < 5000 * test_slow());
 	close(fd);
 	for (int i = 0; i < 8; i++)
 		close(filler[i]);
@@ -280,7 +280,7 @@ G_TEST(hook_net, accept_storm, 60)
 	for (int i = 0; i < CLIENTS; i++)
 		weft_go(storm_client, (void *)(intptr_t)port);
 	int64_t t0 = now_ns();
-	while (atomic_load(&served) < CLIENTS && ms_since(t0) < 30000)
+	while (atomic_load(&served) < CLIENTS && ms_since(t0) < 30000 * test_slow())
 		weft_sleep(1000000);
 	CHECK(atomic_load(&served) == CLIENTS);
 	close(lfd); /* wakes the acceptors with EBADF */
@@ -456,8 +456,8 @@ G_TEST(hook_net, gib_socketpair_checksum, 60)
 	CHECK(total == GIB);
 	CHECK(h == g.hash);
 	int64_t ms = ms_since(t0);
+	/* a speed figure, not a bound: the child's alarm catches a hang */
 	fprintf(stderr, "1 GiB through a socket pair in %lld ms\n", (long long)ms);
-	CHECK(ms < 20000);
 	close(sv[1]);
 	free(buf);
 	return 0;
@@ -493,7 +493,7 @@ G_TEST(hook_net, eof_after_short_read, 20)
 		weft_yield(); /* it parks in read */
 		CHECK(write(c, "abc", 3) == 3);
 		CHECK(shutdown(c, SHUT_WR) == 0);
-		for (int i = 0; i < 5000 && !atomic_load(&e.done); i++)
+		for (int i = 0; i < 5000 * test_slow() && !atomic_load(&e.done); i++)
 			usleep(1000);
 		CHECK(atomic_load(&e.done));
 		CHECK(e.r1 == 3 && e.r2 == 0);

@@ -181,14 +181,18 @@ Test(pthreads, mixed_with_a_real_thread, .timeout = 120)
 		     R.err);
 }
 
-/* 1,000 threads waiting on a cond take a handful of OS threads. */
+/* 1,000 threads waiting on a cond take a handful of OS threads: the Ps'
+ * Ms and sysmon, and on a busy machine up to 4*procs+4 more (an M the OS
+ * does not run for 10 ms looks like a hog, and sysmon lends its Gs a
+ * spare P: docs/design.md), so at most OS_THREADS_MAX for 2 procs. */
+#define OS_THREADS_MAX (10 + 4 * 2 + 4)
 Test(pthreads, os_threads, .timeout = 60)
 {
 	const char *a[] = { h_prog("pthreads"), "threads", NULL };
 	h_shim_run(&R, 2, a, NULL, NULL, 30);
 	cr_assert_eq(h_code(&R), 0, "%s%s", R.out, R.err);
 	long n = h_field(R.out, "os_threads");
-	cr_expect(n > 0 && n < 10, "%ld OS threads", n);
+	cr_expect(n > 0 && n < OS_THREADS_MAX, "%ld OS threads", n);
 }
 
 /* pthread_kill and pthread_cancel of a G: 0, as for a thread, and no
@@ -226,8 +230,10 @@ Test(sleepers, ten_thousand_sleep_1, .timeout = 60)
 	h_shim_run(&R, 0, a, NULL, NULL, 30);
 	cr_assert_eq(h_code(&R), 0, "%s%s", R.out, R.err);
 	long threads = h_field(R.out, "max_os_threads");
-	cr_expect(threads > 0 && threads < 10, "%s", R.out);
-	cr_expect(R.secs < 3.0, "took %.2f s: %s", R.secs, R.out);
+	cr_expect(threads > 0 && threads < OS_THREADS_MAX, "%s", R.out);
+	/* overlapping sleeps: ~1 s; one at a time would be 10,000 s (the
+	 * bound is stretched on a slow build or a busy machine) */
+	cr_expect(R.secs < 3.0 * test_slow(), "took %.2f s: %s", R.secs, R.out);
 }
 
 /* ---- errno after blocking calls, under migration --------------------------------- */
@@ -427,6 +433,17 @@ Test(dnh, children_run_under_weft, .timeout = 60)
 	cr_expect_str_eq(R.out, N.out, "%s", R.err);
 }
 
+/* A child forked on a spare P (lent around a hog) sleeps in two threads:
+ * timers on its idle P 0 are fired (it used to spin in the netpoller
+ * with a 0 delay for them, forever; tests/preload/forkspare.c). */
+Test(forking, child_of_a_spare_p_sleeps, .timeout = 60)
+{
+	const char *a[] = { h_prog("forkspare"), NULL };
+	h_shim_run(&R, 1, a, NULL, NULL, 30);
+	cr_expect_eq(h_code(&R), 0, "%s%s", R.out, R.err);
+	cr_expect(strstr(R.out, "ok forkspare"), "%s", R.out);
+}
+
 /* ---- C11 threads ------------------------------------------------------------------------ */
 
 Test(c11, threads_mutexes_conds_tss, .timeout = 60)
@@ -438,5 +455,5 @@ Test(c11, threads_mutexes_conds_tss, .timeout = 60)
 	cr_assert_eq(h_code(&R), 0, "%s%s", R.out, R.err);
 	cr_expect(strstr(R.out, "ok c11\n"), "%s", R.out);
 	long n = h_field(R.out, "os_threads");
-	cr_expect(n > 0 && n < 10, "%ld OS threads", n);
+	cr_expect(n > 0 && n < OS_THREADS_MAX, "%ld OS threads", n);
 }

@@ -79,12 +79,17 @@ static void tree(void *arg)
 	weft_wg_done(&wg_tree);
 }
 
+/* 2^17 - 1 Gs natively; under TSan, whose fiber creation costs ~1 ms
+ * and takes a process-wide lock (2^17 of them took > 4 minutes on 2
+ * cores), 2^13 - 1: the same shape, spawns from every level at once. */
+#define TREE_DEPTH (TEST_TSAN ? 12 : 16)
+
 Test(sched, nested_spawn_tree, .timeout = 60)
 {
 	weft_wg_add(&wg_tree, 1);
-	cr_assert(weft_go(tree, (void *)(uintptr_t)16) > 0);
+	cr_assert(weft_go(tree, (void *)(uintptr_t)TREE_DEPTH) > 0);
 	weft_wg_wait(&wg_tree);
-	cr_assert_eq(nodes, (1L << 17) - 1);
+	cr_assert_eq(nodes, (1L << (TREE_DEPTH + 1)) - 1);
 }
 
 /* ---- fork-join fib: result right at any P count ---------------------------- */
@@ -174,34 +179,46 @@ Test(sched, stealing_moves_work)
 
 /* ---- sleeping: in order, never early ---------------------------------------- */
 
+/* NSLEEP sleepers on one P, spawned in a scrambled order, each asking for
+ * SLEEP_HEAD_NS + a scrambled multiple of SLEEP_STEP_NS.  Checked
+ * whatever the machine's speed:
+ *  - never early: each woke at least what it asked for after asking;
+ *  - in order: the runtime's deadline for sleeper i is its clock read
+ *    inside weft_sleep plus what it asked.  On one P the sleepers run one
+ *    at a time, so that read falls between sleeper i's own clock read
+ *    before the call (lo) and the next sleeper's (hi): a G that woke
+ *    before another must have had a deadline no later than the other's
+ *    - lo of the first <= hi of the second - or the heap fired them out of
+ *    order.  This holds while the P's own M fires the timers and only
+ *    one M runs the sleepers: not when sysmon rescued timers of an M that
+ *    fell behind or lent a P (a loaded machine; weft_stats says so), and
+ *    then only "never early" and "all woke" are checked.
+ * The head start only spares TSan's slow fiber starts most rescues. */
 #define NSLEEP 200
-static _Atomic int64_t wakeorder[NSLEEP]; /* deadlines, in wake order */
+#define SLEEP_HEAD_NS (TEST_TSAN ? 100000000 : 5000000)
+#define SLEEP_STEP_NS (TEST_TSAN ? 5000000 : 500000)
+struct sleeprec {
+	int64_t lo;   /* clock read before weft_sleep, in arming order */
+	int64_t want; /* asked for */
+};
+static struct sleeprec armed[NSLEEP]; /* by ticket (arming order) */
+static _Atomic int ntickets;
+static _Atomic int wakeorder[NSLEEP]; /* tickets, in wake order */
 static _Atomic int nwoke;
 static _Atomic int early;
 static weft_wg_t wg_sleep = WEFT_WG_INIT;
 
-static int64_t sleep_base;
-
-/* Time for all NSLEEP sleepers to start before the first deadline, and
- * the step between deadlines: under TSan, starting a G (its fiber) takes
- * ~1 ms, 160-230 ms for all, and running a woken one so long that the P
- * falls behind 0.5 ms steps (sysmon then fires its overdue timers, whose
- * Gs go to the global queue, out of order): 5 ms steps there. */
-#define SLEEP_HEAD_NS (TEST_TSAN ? 600000000 : 5000000)
-#define SLEEP_STEP_NS (TEST_TSAN ? 5000000 : 500000)
-
 static void sleeper(void *arg)
 {
 	int i = (int)(uintptr_t)arg;
-	/* G i sleeps until base + head + i steps: deadlines a step apart
-	 * whatever order the Gs start in */
-	int64_t deadline = sleep_base + SLEEP_HEAD_NS + (int64_t)i * SLEEP_STEP_NS;
+	int ticket = atomic_fetch_add(&ntickets, 1);
+	int64_t want = SLEEP_HEAD_NS + (int64_t)i * SLEEP_STEP_NS;
 	int64_t t0 = now_ns();
-	int64_t want = deadline > t0 ? deadline - t0 : 0;
+	armed[ticket] = (struct sleeprec){ t0, want };
 	cr_assert_eq(weft_sleep(want), 0);
 	if (now_ns() - t0 < want)
 		atomic_fetch_add(&early, 1);
-	wakeorder[atomic_fetch_add(&nwoke, 1)] = t0 + want;
+	wakeorder[atomic_fetch_add(&nwoke, 1)] = ticket;
 	weft_wg_done(&wg_sleep);
 }
 
@@ -209,20 +226,39 @@ static int sleep_order_body(int argc, char **argv)
 {
 	(void)argc, (void)argv;
 	weft_wg_add(&wg_sleep, NSLEEP);
-	sleep_base = now_ns();
 	/* spawn in a scrambled order */
 	for (int k = 0; k < NSLEEP; k++)
 		weft_go(sleeper, (void *)(uintptr_t)((k * 37) % NSLEEP));
 	weft_wg_wait(&wg_sleep);
 	if (early)
 		return 40;
-	/* one P, one timer heap: Gs wake in deadline order.  The runtime's
-	 * deadline is a little later than the G's (the time from its clock
-	 * read to the timer), so on a loaded machine two Gs a step apart may
-	 * swap; a G waking after one due two steps or more later may not. */
-	for (int k = 1; k < NSLEEP; k++)
-		if (wakeorder[k] + 2 * SLEEP_STEP_NS <= wakeorder[k - 1])
+	weft_stats_t st;
+	weft_stats(&st);
+	if (st.timers_rescued || st.hog_handoffs || st.syscall_handoffs) {
+		printf("order not checked: %lld timers rescued, %lld+%lld Ps lent\n",
+		       (long long)st.timers_rescued, (long long)st.hog_handoffs,
+		       (long long)st.syscall_handoffs);
+		return 0;
+	}
+	/* bounds of each sleeper's runtime deadline */
+	static int64_t lo[NSLEEP], hi[NSLEEP];
+	for (int t = 0; t < NSLEEP; t++) {
+		lo[t] = armed[t].lo + armed[t].want;
+		hi[t] = t + 1 < NSLEEP ? armed[t + 1].lo + armed[t].want : INT64_MAX;
+	}
+	/* a G woke before a later one: its deadline was no later.  The
+	 * minimum of hi over the rest, from the end, makes it one pass. */
+	int64_t minhi = INT64_MAX;
+	for (int k = NSLEEP - 1; k >= 0; k--) {
+		int t = wakeorder[k];
+		if (lo[t] > minhi) {
+			printf("sleeper %d (deadline >= %lld) woke before one due by %lld\n", t,
+			       (long long)lo[t], (long long)minhi);
 			return 41;
+		}
+		if (hi[t] < minhi)
+			minhi = hi[t];
+	}
 	return 0;
 }
 
@@ -236,8 +272,9 @@ Test(sched, sleep_order_not_early, .timeout = 30)
 	struct child c;
 	run_child(&c, env_procs1, sleep_order_child, 20);
 	cr_assert(WIFEXITED(c.status), "status %d, stderr: %s", c.status, c.err);
-	cr_assert_eq(WEXITSTATUS(c.status), 0, "%d (40: a sleep woke early; 41: out of order)",
-		     WEXITSTATUS(c.status));
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "%d (40: a sleep woke early; 41: out of order): %s",
+		     WEXITSTATUS(c.status), c.out);
+	fprintf(stderr, "%s", c.out); /* "order not checked: ..." on a loaded machine */
 }
 
 /* ---- short sleeps under lock contention on 4 Ps ------------------------ */
@@ -298,10 +335,16 @@ static void rw_writerf(void *arg)
 	weft_wg_done(&rw_wg);
 }
 
+/* Rounds: natively 150 (the hang showed about once in 10-30 runs of the
+ * preload test this came from).  Under TSan, 4 Ps on 2 cores run ~25x
+ * slower (51 s quiet, 130-280 s beside other jobs; never hung: each run
+ * finished, checked in gdb), and 30 rounds still cover the race checks. */
+#define RW_ROUNDS (TEST_TSAN ? 30 : 150)
+
 static int sleepers_body(int argc, char **argv)
 {
 	(void)argc, (void)argv;
-	for (int round = 0; round < 150; round++) {
+	for (int round = 0; round < RW_ROUNDS; round++) {
 		weft_wg_add(&rw_wg, 44);
 		for (int i = 0; i < 40; i++)
 			weft_go(rw_reader, NULL);
@@ -309,7 +352,7 @@ static int sleepers_body(int argc, char **argv)
 			weft_go(rw_writerf, NULL);
 		weft_wg_wait(&rw_wg);
 	}
-	return rw_a == 150 * 4 * 100 && rw_b == rw_a ? 0 : 1;
+	return rw_a == RW_ROUNDS * 4 * 100 && rw_b == rw_a ? 0 : 1;
 }
 
 static int sleepers_child(void)
@@ -345,7 +388,7 @@ Test(sched, sleep_10ms_never_early)
 	weft_wg_wait(&wg_sleep);
 	for (int i = 0; i < 20; i++) {
 		cr_assert_geq(el[i], 10000000, "woke after %lld ns", (long long)el[i]);
-		cr_assert_lt(el[i], 2000000000);
+		cr_assert_lt(el[i], 2000000000LL * test_slow());
 	}
 }
 
@@ -689,6 +732,10 @@ static int hog_body(int argc, char **argv)
 	weft_stats(&st);
 	if (!other_ran_during_hog)
 		return 30;
+	/* the polite G's timer came due while the hog held the P: another
+	 * thread fired it, and says so */
+	if (st.timers_rescued < 1)
+		return 32;
 	return st.hog_handoffs >= 1 ? 0 : 31;
 }
 

@@ -364,7 +364,7 @@ static int writer_preferred(int argc, char **argv)
 	/* wait until the writer is pending: then a new reader is refused */
 	int64_t t0 = now_ns();
 	int refused = 0;
-	while (!refused && now_ns() - t0 < 5LL * 1000 * 1000 * 1000) {
+	while (!refused && now_ns() - t0 < 5LL * 1000 * 1000 * 1000 * test_slow()) {
 		weft_sleep(1000 * 1000);
 		if (weft_rwlock_tryrdlock(&wp_l) == 0)
 			weft_rwlock_rdunlock(&wp_l);
@@ -486,7 +486,7 @@ static int cond_signal(int argc, char **argv)
 			int d = sig_done;
 			weft_mutex_unlock(&cv_m);
 			CHECK(d <= i);
-			if (d == i || now_ns() - t0 > 5LL * 1000 * 1000 * 1000)
+			if (d == i || now_ns() - t0 > 5LL * 1000 * 1000 * 1000 * test_slow())
 				break;
 			weft_sleep(100 * 1000);
 		}

@@ -59,14 +59,17 @@ endif
 #    __tsan_func_entry);
 #  - test_stacks_split (no -fsplit-stack with sanitizers) and the gdb
 #    check (plain builds only).
-# A few tests allow for TSan (TEST_TSAN, tests/helpers.h), where starting
-# a G (its fiber) takes ~1 ms: sched/sleep_order_not_early gives its 200
-# sleepers a longer head start and 5 ms steps, hook_wait/
-# many_sleepers_one_p allows 10 s for 2000 Gs; and the SIGQUIT tests have
-# a plain thread raise() the signal in itself, which TSan handles at once
-# (kill() goes to the main thread, asleep in a raw futex call, where TSan
-# defers it).  The whole run takes about 3 minutes on 2 cores (build
-# included), so CI runs all of it (.ci/run).
+# Every time bound is a hang detector stretched by tests/runner.h: 10x in
+# this build, times the machine's load per CPU.  A few tests allow for
+# TSan (TEST_TSAN, tests/helpers.h), where starting a G (its fiber) takes
+# ~1 ms and a process-wide lock: sched/nested_spawn_tree spawns 2^13 Gs
+# instead of 2^17, sched/short_sleeps_under_contention runs 30 rounds
+# instead of 150, sched/sleep_order_not_early gives its sleepers a longer
+# head start and 5 ms steps; and the SIGQUIT tests have a plain thread
+# raise() the signal in itself, which TSan handles at once (kill() goes to
+# the main thread, asleep in a raw futex call, where TSan defers it).  The
+# whole run takes about 3 minutes on 2 cores (build included), so CI runs
+# all of it (.ci/run).
 # (TEST_ENV reaches the suites through scripts/runtests.sh's "env $ENV":
 # no spaces, quotes or globs in its values.)
 WEFT_TSAN_SKIP ?= sched/million_parked,sched/million_once_procs1,sched/million_once_procs2,$\
@@ -93,7 +96,8 @@ endif
 # registered with VALGRIND_STACK_REGISTER) and runs VALGRIND_TESTS, each
 # "suite-binary:filter", under memcheck.  Any error fails the run.  Tests
 # that measure time (mutex starvation bound, sleep precision) are left out:
-# valgrind runs one thread at a time, ~30x slower.  ~1 minute on 2 cores.
+# valgrind runs one thread at a time, ~30x slower (tests/runner.h stretches
+# every time bound 20x in this build, times the load).  ~1 minute on 2 cores.
 VALGRIND_TESTS ?= test_stacks:stacks/sizes* test_stacks:stacks/seg* test_chan:chan/* \
 	test_sync:mutex/[bc]* test_sync:cond/* test_sync:sem/* test_sched:sched/fork_join_fib \
 	test_sched:sched/errno* test_sched:sched/lock_thread* test_hook_fd:*
@@ -111,7 +115,7 @@ valgrind-run: $(VALGRIND_BIN)
 	@fail=0; for t in $(VALGRIND_TESTS); do \
 		bin=$${t%%:*}; filter=$${t#*:}; \
 		echo "== valgrind $$bin --filter '$$filter'"; \
-		WEFT_TEST_TIMEOUT_SCALE=20 valgrind $(VALGRIND_FLAGS) $(BUILD)/tests/$$bin \
+		valgrind $(VALGRIND_FLAGS) $(BUILD)/tests/$$bin \
 			--jobs 2 --filter "$$filter" || fail=1; \
 	done; \
 	if [ $$fail = 0 ]; then echo "weft: valgrind: all passed"; else echo "weft: valgrind: FAILED"; exit 1; fi
@@ -145,3 +149,7 @@ $(BUILD)/tests/test_stacks: tests/test_stacks.c tests/helpers.h tests/check.h $(
 test-gdb: $(GDB_PROG) $(GDB_PROG_SPLIT)
 	sh tests/gdb/run.sh $(GDB_PROG) $(GDB_PROG_SPLIT)
 endif
+
+# ---- every suite ---------------------------------------------------------------------
+# tests/runner.h (time bounds, skips) is part of every suite's runner.
+$(TEST_BIN): tests/runner.h

@@ -31,6 +31,8 @@
 
 #include "weft.h"
 
+#include "../runner.h"
+
 #ifndef PRELOAD_SRCDIR
 #define PRELOAD_SRCDIR "tests/preload"
 #endif
@@ -99,12 +101,13 @@ struct hrun {
 };
 
 /* Run argv with env changes ("NAME=value" sets, "NAME" unsets), in dir
- * (NULL: here).  Kills it after timeout_s. */
+ * (NULL: here).  Kills it after timeout_s * test_slow() (a hang detector). */
 static void h_run(struct hrun *r, const char *const argv[], const char *const env[], const char *dir,
 		  int timeout_s)
 {
 	int op[2], ep[2];
 	cr_assert(pipe2(op, O_CLOEXEC) == 0 && pipe2(ep, O_CLOEXEC) == 0);
+	timeout_s *= test_slow();
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	fflush(NULL);

@@ -13,6 +13,8 @@
  *   test [--jobs N] [--filter GLOB] [--list]
  *   WEFT_TEST_SKIP=GLOB,GLOB    report these tests skipped (tests/tools.mk
  *                               says which cannot run under TSan, and why)
+ *   WEFT_TEST_SLOW=N            stretch every .timeout N times (tests/runner.h:
+ *                               by default the build's factor times the load)
  */
 #ifndef WEFT_CRITERION_SHIM_H
 #define WEFT_CRITERION_SHIM_H
@@ -29,6 +31,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "../../runner.h"
 
 struct cri_test {
 	const char *suite;
@@ -139,20 +143,11 @@ cri_expect_fail(const char *file, int line, const char *what, const char *fmt, .
 #define cr_assert_not_null(p, ...) cri_cmp((const void *)(p), !=, NULL, __VA_ARGS__)
 #define cr_skip_test(...)                                                                  \
 	do {                                                                               \
-		fprintf(stderr, "[SKIP] " __VA_ARGS__);                                    \
+		fprintf(stderr, "[----] skipped: " __VA_ARGS__);                           \
 		fprintf(stderr, "\n");                                                     \
 		fflush(NULL);                                                              \
 		_exit(CRI_SKIP_STATUS);                                                    \
 	} while (0)
-
-/* Sanitizers make everything slower: WEFT_TEST_TIMEOUT_SCALE (default 4)
- * stretches each test's .timeout. */
-static int cri_scale(void)
-{
-	const char *s = getenv("WEFT_TEST_TIMEOUT_SCALE");
-	int v = s ? atoi(s) : 4;
-	return v > 0 ? v : 4;
-}
 
 struct cri_run {
 	struct cri_test *t;
@@ -233,7 +228,9 @@ int main(int argc, char **argv)
 		unsetenv("WEFT_TEST_UNSET_PRELOAD");
 	}
 	struct cri_run *runs = calloc((size_t)jobs, sizeof *runs);
-	int counts[4] = { 0, 0, 0, 0 }, running = 0, scale = cri_scale();
+	int counts[4] = { 0, 0, 0, 0 }, running = 0, scale = test_slow();
+	if (scale > 1)
+		fprintf(stderr, "[----] time bounds x%d (WEFT_TEST_SLOW, tests/runner.h)\n", scale);
 	struct cri_test *t = cri_tests;
 	for (;;) {
 		while (t && running < jobs) {
