@@ -153,4 +153,4 @@ fresh-check:
 include bench/peers.mk
 -include bench/weft.mk bench/hook.mk bench/bench.mk
 include runtime/splitstack.mk tests/tools.mk
--include tests/preload.mk examples/demo.mk tests/fuzz/fuzz.mk
+-include tests/preload.mk examples/demo.mk tests/fuzz/fuzz.mk tests/soak/soak.mk
