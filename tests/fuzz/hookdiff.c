@@ -174,6 +174,7 @@ struct file {
 	int kind;
 	int peer;   /* file index of the other end, -1 */
 	int refs;   /* open slots referring to it */
+	int shutwr; /* shut down for writing (a datagram peer then never wakes) */
 };
 
 struct slot {
@@ -272,7 +273,7 @@ static int newfile(struct run *r, int kind)
 {
 	if (r->nfile >= NFILE)
 		return -1;
-	r->file[r->nfile] = (struct file){ kind, -1, 0 };
+	r->file[r->nfile] = (struct file){ kind, -1, 0, 0 };
 	return r->nfile++;
 }
 
@@ -877,6 +878,8 @@ static int pair_plan(struct run *r, int step, const uint8_t *a, struct pairplan 
 	if (is_sock(k) && has_timeo(r, s->fd, SO_RCVTIMEO))
 		return 0;
 	pl->act = (a[4] >> 1) % 4;
+	if (k == K_UDGRAM && r->file[pf].shutwr)
+		return 0; /* the partner cannot send, and nothing else ends the wait */
 	if (k == K_UDGRAM)
 		pl->act = 0; /* only data ends a datagram wait */
 	if (k == K_PIPER && (pl->act == 1 || pl->act == 2))
@@ -973,8 +976,9 @@ static void exec1(struct run *r, int step, int t, const struct insn *in)
 			rec(r, step, T_SKIP, 3);
 			break;
 		}
-		if (s->fd >= 0)
-			res(r, step, f->shutdown(s->fd, a[1] % 3));
+		if (s->fd >= 0 && res(r, step, f->shutdown(s->fd, a[1] % 3)) == 0 &&
+		    a[1] % 3 != SHUT_RD)
+			r->file[s->file].shutwr = 1;
 		break;
 	}
 	case OP_CLOSE: {
