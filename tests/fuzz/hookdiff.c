@@ -73,9 +73,13 @@ struct fns {
 	ssize_t (*read)(int, void *, size_t);
 	ssize_t (*readv)(int, const struct iovec *, int);
 	ssize_t (*recv)(int, void *, size_t, int);
+	ssize_t (*recvfrom)(int, void *, size_t, int, struct sockaddr *, socklen_t *);
+	ssize_t (*recvmsg)(int, struct msghdr *, int);
 	ssize_t (*write)(int, const void *, size_t);
 	ssize_t (*writev)(int, const struct iovec *, int);
 	ssize_t (*send)(int, const void *, size_t, int);
+	ssize_t (*sendto)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
+	ssize_t (*sendmsg)(int, const struct msghdr *, int);
 	int (*shutdown)(int, int);
 	int (*close)(int);
 	int (*dup)(int);
@@ -96,7 +100,7 @@ struct fns {
 #define FNS_LIST(X)                                                                          \
 	X(socketpair) X(pipe2) X(socket) X(bind) X(listen) X(connect) X(accept4)            \
 	X(getsockname) X(eventfd) X(timerfd_create) X(timerfd_settime) X(read) X(readv)    \
-	X(recv) X(write) X(writev) X(send) X(shutdown) X(close) X(dup) X(dup2) X(dup3)     \
+	X(recv) X(recvfrom) X(recvmsg) X(write) X(writev) X(send) X(sendto) X(sendmsg) X(shutdown) X(close) X(dup) X(dup2) X(dup3)     \
 	X(fcntl) X(ioctl) X(poll) X(select) X(epoll_create1) X(epoll_ctl) X(epoll_wait)    \
 	X(setsockopt) X(getsockopt) X(nanosleep)
 
@@ -403,6 +407,12 @@ static void do_read(struct run *r, int step, int t, struct slot *s, int v, int f
 		got = r->f->readv(s->fd, iov, 2);
 	} else if (v == 2) {
 		got = r->f->recv(s->fd, b, n, flags);
+	} else if (v == 3) {
+		struct iovec iov[2] = { { b, n / 2 }, { b + n / 2, n - n / 2 } };
+		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
+		got = r->f->recvmsg(s->fd, &mh, flags);
+	} else if (v == 4) {
+		got = r->f->recvfrom(s->fd, b, n, flags, NULL, NULL);
 	} else {
 		got = r->f->read(s->fd, b, n);
 	}
@@ -432,6 +442,12 @@ static void do_write(struct run *r, int step, int t, struct slot *s, int v, int 
 		put = r->f->writev(s->fd, iov, 2);
 	} else if (v == 2) {
 		put = r->f->send(s->fd, b, n, flags);
+	} else if (v == 3) {
+		struct iovec iov[2] = { { b, n / 3 }, { b + n / 3, n - n / 3 } };
+		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
+		put = r->f->sendmsg(s->fd, &mh, flags);
+	} else if (v == 4) {
+		put = r->f->sendto(s->fd, b, n, flags, NULL, 0);
 	} else {
 		put = r->f->write(s->fd, b, n);
 	}
@@ -444,7 +460,7 @@ static const int rflags[8] = { 0, MSG_PEEK, MSG_DONTWAIT, MSG_WAITALL, MSG_PEEK 
 /* Would a read of n with these flags block forever here?  Recorded. */
 static int read_would_hang(struct run *r, int step, struct slot *s, int v, int flags, size_t n)
 {
-	if (v != 2)
+	if (v < 2)
 		flags = 0;
 	if ((flags & MSG_DONTWAIT) || nonblocking(r, s->fd))
 		return 0;
@@ -452,7 +468,7 @@ static int read_would_hang(struct run *r, int step, struct slot *s, int v, int f
 	if (k == K_EVENTFD && n < 8)
 		return 0; /* EINVAL at once */
 	/* read/readv of 0 return at once (sock_read_iter); recv of 0 waits */
-	if (n == 0 && v != 2 && k != K_UDGRAM && k != K_USEQ)
+	if (n == 0 && v < 2 && k != K_UDGRAM && k != K_USEQ)
 		return 0;
 	int rd = ready(r, s->fd, POLLIN | POLLRDHUP);
 	/* MSG_WAITALL waits for all of it on a stream socket; a unix
@@ -474,7 +490,7 @@ static int read_would_hang(struct run *r, int step, struct slot *s, int v, int f
 
 static int write_would_hang(struct run *r, int step, struct slot *s, int v, int flags, size_t n)
 {
-	if (v != 2)
+	if (v < 2)
 		flags = 0;
 	if ((flags & MSG_DONTWAIT) || nonblocking(r, s->fd))
 		return 0;
@@ -946,6 +962,8 @@ static void exec1(struct run *r, int step, int t, const struct insn *in)
 		if (s->fd < 0)
 			break;
 		int v = a[1] % 3, fl = rflags[(a[1] >> 2) & 7];
+		if (a[3] & 1)
+			v = 3 + ((a[3] >> 1) & 1); /* recvmsg, recvfrom */
 		size_t n = sizes[a[2] & 15];
 		if (read_would_hang(r, step, s, v, fl, n)) {
 			rec(r, step, T_SKIP, 1);
@@ -961,6 +979,8 @@ static void exec1(struct run *r, int step, int t, const struct insn *in)
 			break;
 		int v = a[1] % 3;
 		int fl = (a[1] & 4) ? MSG_DONTWAIT : 0;
+		if (a[3] & 1)
+			v = 3 + ((a[3] >> 1) & 1); /* sendmsg, sendto */
 		size_t n = sizes[a[2] & 15];
 		if (write_would_hang(r, step, s, v, fl, n)) {
 			rec(r, step, T_SKIP, 1);
