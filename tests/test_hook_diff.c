@@ -144,6 +144,30 @@ KNOWN_TEST(dgram_read_after_shutdown_rd, "known finding 4: datagram read after S
 	return 0;
 }
 
+/* Finding 7: a blocking recv of 0 bytes on a TCP socket waits (for
+ * data, or SO_RCVTIMEO) and then returns 0 (tcp_recvmsg's loop ends
+ * with nothing to copy); its non-blocking try says EAGAIN, so under weft
+ * the call waits out the timeout and fails with EAGAIN. */
+KNOWN_TEST(tcp_zero_recv_with_timeout, "known finding 7: TCP recv of 0 bytes gives EAGAIN")
+{
+	(void)argc, (void)argv;
+	int port = 0, l = tcp_listen(1, &port);
+	CHECK(l >= 0);
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = loopback(port);
+	CHECK(connect(c, (struct sockaddr *)&a, sizeof a) == 0);
+	int s = accept(l, NULL, NULL);
+	struct timeval tv = { 0, 10000 };
+	CHECK(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
+	char b;
+	CHECK(recv(s, &b, 0, 0) == 0);
+	CHECK(recv(s, &b, 0, MSG_PEEK) == 0);
+	close(s);
+	close(c);
+	close(l);
+	return 0;
+}
+
 /* Finding 5: dup3 with bad flags fails with EINVAL and leaves newfd
  * open; weft had already forgotten what it knew of newfd (made
  * non-blocking underneath), so newfd then read as O_NONBLOCK and a G's

@@ -965,6 +965,11 @@ static void exec1(struct run *r, int step, int t, const struct insn *in)
 		if (a[3] & 1)
 			v = 3 + ((a[3] >> 1) & 1); /* recvmsg, recvfrom */
 		size_t n = sizes[a[2] & 15];
+		if (mask_known && n == 0 && v >= 2 && kindof(r, s) == K_TCP) {
+			/* known finding 7: a blocking recv of 0 bytes on TCP */
+			rec(r, step, T_SKIP, 3);
+			break;
+		}
 		if (read_would_hang(r, step, s, v, fl, n)) {
 			rec(r, step, T_SKIP, 1);
 			break;
