@@ -179,6 +179,8 @@ struct file {
 	int peer;   /* file index of the other end, -1 */
 	int refs;   /* open slots referring to it */
 	int shutwr; /* shut down for writing (a datagram peer then never wakes) */
+	int late;   /* weft may learn it late (not made on a G, or its mode
+		     * changed since): known finding 3 once it is dup'ed */
 };
 
 struct slot {
@@ -277,7 +279,7 @@ static int newfile(struct run *r, int kind)
 {
 	if (r->nfile >= NFILE)
 		return -1;
-	r->file[r->nfile] = (struct file){ kind, -1, 0, 0 };
+	r->file[r->nfile] = (struct file){ kind, -1, 0, 0, kind == K_TIMERFD };
 	return r->nfile++;
 }
 
@@ -563,9 +565,9 @@ static void op_dup(struct run *r, int step, const uint8_t *a)
 	int fd = s->fd >= 0 ? s->fd : s->lastfd;
 	if (fd < 0)
 		return;
-	if (mask_known && kindof(r, s) == K_TIMERFD) {
-		/* known finding 3: weft's O_NONBLOCK underneath a file it did
-		 * not create shows through the other fds on that file */
+	if (mask_known && s->fd >= 0 && r->file[s->file].late) {
+		/* known finding 3: weft's O_NONBLOCK underneath a file it
+		 * learns late shows through the other fds on that file */
 		rec(r, step, T_SKIP, 3);
 		return;
 	}
@@ -626,6 +628,8 @@ static void op_fcntl(struct run *r, int step, const uint8_t *a)
 		rec(r, step, T_SKIP, 3);
 		return;
 	}
+	if (mode >= 1 && mode <= 3 && s->fd >= 0)
+		r->file[s->file].late = 1;
 	switch (mode) {
 	case 0:
 		break;
