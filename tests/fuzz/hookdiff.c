@@ -21,7 +21,7 @@
  * the same functions under test, and records the answer; one that would
  * block with no timeout is skipped (recorded as such).  The one place two
  * tasks run at once is OP_PAIR: task X makes a blocking call on an fd
- * that is not ready, and after ~1 ms the other task does exactly one
+ * that is not ready, and after ~0.2 ms the other task does exactly one
  * thing (write <= 1 KiB, shutdown, close, eventfd write, timerfd arm)
  * that makes it ready.  The outcome does not depend on whether X had
  * already blocked.  A blocked call still blocked after 10 s is a finding
@@ -390,9 +390,9 @@ static void pattern(struct run *r, uint8_t *p, size_t n)
 		p[i] = (uint8_t)(s * 131 + i * 7 + (i >> 8));
 }
 
-static void msleep(struct run *r, int ms)
+static void usleep_(struct run *r, long us)
 {
-	struct timespec ts = { 0, ms * 1000000L };
+	struct timespec ts = { 0, us * 1000L };
 	while (r->f->nanosleep(&ts, &ts) != 0 && errno == EINTR)
 		;
 }
@@ -731,7 +731,7 @@ static void op_epoll(struct run *r, int step, const uint8_t *a)
 	f->close(ep);
 }
 
-static const long timeos[4] = { 0, 1000, 5000, 20000 }; /* us */
+static const long timeos[4] = { 0, 1000, 2000, 5000 }; /* us */
 
 static void op_timeo(struct run *r, int step, const uint8_t *a)
 {
@@ -843,7 +843,7 @@ static void pair_block(struct run *r, int step, int t, struct pairplan *pl)
 
 static void pair_partner(struct run *r, int step, int t, struct pairplan *pl)
 {
-	msleep(r, 1);
+	usleep_(r, 200); /* usually long enough for the other to block */
 	struct slot *p = pl->p;
 	switch (pl->act) {
 	case 0:
