@@ -715,6 +715,10 @@ static void op_epoll(struct run *r, int step, const uint8_t *a)
 	for (int i = 0; i < n; i++) {
 		struct slot *s = slotof(r, a[1 + i]);
 		struct epoll_event ev = { .events = eev[(a[1 + i] >> 4) & 7], .data.u32 = (uint32_t)i };
+		/* an edge on TCP can come from the peer's ACK, whenever the
+		 * kernel gets to it: level-triggered there */
+		if (kindof(r, s) == K_TCP)
+			ev.events &= ~(uint32_t)(EPOLLET | EPOLLONESHOT);
 		res(r, step, f->epoll_ctl(ep, EPOLL_CTL_ADD, s->fd, &ev));
 	}
 	for (int round = 0; round < 1 + (a[5] & 1); round++) {
