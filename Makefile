@@ -31,7 +31,14 @@ endif
 ifneq ($(VALGRIND),)
 BASEFLAGS += -DWEFT_VALGRIND
 endif
-CFLAGS_LIB := $(BASEFLAGS) -std=gnu11 -fPIC -fvisibility=hidden -Iinclude -Iruntime
+# Debian's hardening (hardening-check): stack protector, stack clash
+# protection, CET markers, fortified libc calls (not with sanitizers, which
+# intercept the same calls), full RELRO and immediate binding.  The shim's
+# interposition does not depend on lazy binding.
+HARDEN := -fstack-protector-strong -fstack-clash-protection -fcf-protection \
+	$(if $(SAN),,-D_FORTIFY_SOURCE=2)
+LDFLAGS_HARDEN := -Wl,-z,relro -Wl,-z,now -Wl,-z,noexecstack
+CFLAGS_LIB := $(BASEFLAGS) $(HARDEN) -std=gnu11 -fPIC -fvisibility=hidden -Iinclude -Iruntime
 LDFLAGS_SAN := $(if $(SAN),-fsanitize=$(SAN))
 
 # ---- dependencies ------------------------------------------------------------
@@ -82,19 +89,26 @@ all: $(SO) $(AR_LIB) $(if $(PRELOAD_SRC),$(PRELOAD_SO)) $(if $(wildcard tools/we
 deps:
 	@scripts/deps.sh $(DEPS_TIERS)
 
-$(BUILD)/obj/%.o: %.c $(HDRS)
+# Objects and links depend on the flags they were made with: a change of
+# flags (or compiler) rebuilds, as a change of source does.
+FLAGS_STAMP := $(BUILD)/.flags
+FLAGS_NOW := $(CC) $(CFLAGS_LIB) | $(SO_LDFLAGS) $(LIBS) | $(HARDEN) $(LDFLAGS_HARDEN)
+$(shell mkdir -p $(BUILD) && { [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || \
+	printf '%s\n' '$(FLAGS_NOW)' > $(FLAGS_STAMP); })
+
+$(BUILD)/obj/%.o: %.c $(HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -c $< -o $@
 
-$(BUILD)/obj/%.o: %.S
+$(BUILD)/obj/%.o: %.S $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -c $< -o $@
 
 # jemalloc is linked in privately: its malloc/free stay hidden in libweft
 # -z defs: a symbol no library provides is a link error, never a run-time
 # "symbol lookup error" (tests/test_link.c checks the result)
-SO_LDFLAGS := -shared -Wl,-z,defs -Wl,--exclude-libs,ALL $(LDFLAGS_SAN) -pthread
-$(SO): $(LIB_OBJ) $(JEMALLOC_A) $(UNWIND_SO)
+SO_LDFLAGS := -shared -Wl,-z,defs -Wl,--exclude-libs,ALL $(LDFLAGS_HARDEN) $(LDFLAGS_SAN) -pthread
+$(SO): $(LIB_OBJ) $(JEMALLOC_A) $(UNWIND_SO) $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(SO_LDFLAGS) -o $@ $(LIB_OBJ) $(JEMALLOC_A) -Wl,-soname,libweft.so $(LIBS)
 
@@ -107,14 +121,15 @@ $(AR_LIB): $(LIB_OBJ) $(SO) $(JEMALLOC_A)
 	objcopy --keep-global-symbols=$(BUILD)/obj/weft.syms $(BUILD)/obj/weft-all.o $(BUILD)/obj/weft-keep.o
 	rm -f $@ && ar rcs $@ $(BUILD)/obj/weft-keep.o
 
-$(PRELOAD_SO): $(LIB_OBJ) $(PRELOAD_OBJ) $(JEMALLOC_A) $(UNWIND_SO)
+$(PRELOAD_SO): $(LIB_OBJ) $(PRELOAD_OBJ) $(JEMALLOC_A) $(UNWIND_SO) $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(SO_LDFLAGS) -o $@ $(LIB_OBJ) $(PRELOAD_OBJ) $(JEMALLOC_A) \
 		-Wl,-soname,libweft_preload.so $(LIBS)
 
-$(LAUNCHER): tools/weft.c
+$(LAUNCHER): tools/weft.c $(FLAGS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(BASEFLAGS) -std=gnu11 -Iinclude -DWEFT_LIBDIR='"$(abspath $(BUILD)/lib)"' $< -o $@
+	$(CC) $(BASEFLAGS) $(HARDEN) -fPIE -pie -std=gnu11 -Iinclude \
+		-DWEFT_LIBDIR='"$(abspath $(BUILD)/lib)"' $< -o $@ $(LDFLAGS_HARDEN)
 
 # ---- tests ------------------------------------------------------------------
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -130,6 +145,10 @@ $(BUILD)/tests/%: tests/%.c tests/helpers.h $(SO)
 $(BUILD)/tests/test_link: TEST_CFLAGS += -DWEFT_LIBDIR='"$(abspath $(BUILD)/lib)"' \
 	-DWEFT_SRCDIR='"$(CURDIR)"'
 $(BUILD)/tests/test_link: $(PRELOAD_SO)
+
+$(BUILD)/tests/test_hardening: TEST_CFLAGS += -DWEFT_LIBDIR='"$(abspath $(BUILD)/lib)"' \
+	-DWEFT_BINDIR='"$(abspath $(BUILD)/bin)"'
+$(BUILD)/tests/test_hardening: $(PRELOAD_SO) $(LAUNCHER)
 
 TEST_ENV := ASAN_OPTIONS=detect_leaks=0:detect_stack_use_after_return=0 UBSAN_OPTIONS=print_stacktrace=1
 test: $(TEST_BIN)

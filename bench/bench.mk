@@ -57,9 +57,21 @@ $(PEERS_GO_BINS) $(BUILD)/bench/peers/boost_switch: | bench-deps
 
 bench-weft: $(BENCH_WEFT_BINS)
 
+# the machine's floors, printed and stored beside every run (bench/floors.c)
+$(BUILD)/bench/floors: bench/floors.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -g $(WARN) $< -o $@
+
+# MariaDB (thread per connection) under sysbench: native, weft run, and
+# MariaDB's own pool of threads (skips when mariadb-server or sysbench is
+# not installed; MDB_* knobs in the script)
+.PHONY: bench-mariadb
+bench-mariadb: $(PRELOAD_SO) $(LAUNCHER)
+	BUILD=$(BUILD) bench/mariadb.sh $(MDB_THREADS)
+
 # Weft programs are built with -k: one that does not compile yet (another
 # engineer's work in progress) shows up as "not built", the rest still run.
-bench: all bench-peers
+bench: all bench-peers $(BUILD)/bench/floors
 	@$(MAKE) --no-print-directory -k bench-weft || \
 		echo "bench: some weft benchmark programs did not build; they are reported as not built" >&2
 	BUILD=$(BUILD) python3 bench/run.py $(if $(filter-out 0,$(QUICK)),--quick) \

@@ -490,13 +490,24 @@ static bool newm(struct p *pp, bool spinning)
 	if (e) {
 		/* m stays on allm (lock-free list) but never runs */
 		atomic_fetch_sub(&sched.mcount, 1);
-		static _Atomic int warned;
-		if (!atomic_exchange(&warned, 1))
-			warn("cannot create another OS thread (%s): running on the ones there are",
-			     strerror(e));
+		rt_thread_refused(e);
 		return false;
 	}
+	/* threads can be had again: start sysmon if it could not be */
+	extern _Atomic int sysmon_pending;
+	if (atomic_load_explicit(&sysmon_pending, memory_order_relaxed) &&
+	    atomic_exchange(&sysmon_pending, 0))
+		sysmon_start();
 	return true;
+}
+
+/* The system refused an OS thread (error e): said once per process. */
+void rt_thread_refused(int e)
+{
+	static _Atomic int warned;
+	if (!atomic_exchange(&warned, 1))
+		warn("cannot create another OS thread (%s): running on the ones there are",
+		     strerror(e));
 }
 
 /* Start an M to run pp (or any idle P); spinning: it goes looking for work. */
@@ -660,12 +671,53 @@ static void gentry(void);
  * P's cache (stack.c), and the frame that enters gentry.  Done here, not
  * in weft_go, so a G that has not run costs no stack and a spawning
  * loop's Gs run on a few warm stacks. */
-static __attribute__((noinline)) void gstart(struct m *m, struct g *gp)
+/* Gs whose stack could not be had at their first switch (weft_go saw
+ * one that others took meanwhile, and no new chunk could be mapped).
+ * They wait here, runnable but not queued, until a stack is freed
+ * (stackwait_wake): the creator was told its G exists, so it is not
+ * dropped, and an out-of-memory machine is not a crash. */
+static struct lock stackwaitlock;
+static struct g *stackwaitq;     /* linked by schedlink; stackwaitlock */
+static _Atomic int32_t nstackwait; /* its length, read unlocked by stackfree */
+
+/* Returns false if gp has no stack yet (it is put to wait). */
+static __attribute__((noinline)) bool gstart(struct m *m, struct g *gp)
 {
-	if (!gp->stack.lo && stackalloc(m->p, &gp->stack, gp->stackwant) != 0)
-		fatal("out of memory for the stack of green thread %lld", (long long)gp->id);
+	if (!gp->stack.lo && stackalloc(m->p, &gp->stack, gp->stackwant) != 0) {
+		static _Atomic int warned;
+		if (!atomic_exchange(&warned, 1))
+			warn("no memory for the stack of green thread %lld: it starts when "
+			     "another stack is freed",
+			     (long long)gp->id);
+		lock(&stackwaitlock);
+		gp->schedlink = stackwaitq;
+		stackwaitq = gp;
+		atomic_fetch_add(&nstackwait, 1);
+		unlock(&stackwaitlock);
+		return false;
+	}
 	gp->sp = weft_ctx_make(gp->stack.hi, gentry);
 	san_gcreate(gp);
+	return true;
+}
+
+/* A stack was freed (stack.c): the Gs waiting for one are runnable again
+ * (those that still find none wait again). */
+void stackwait_wake(void)
+{
+	if (likely(atomic_load_explicit(&nstackwait, memory_order_relaxed) == 0))
+		return;
+	lock(&stackwaitlock);
+	struct g *list = stackwaitq;
+	stackwaitq = NULL;
+	atomic_store(&nstackwait, 0);
+	unlock(&stackwaitlock);
+	while (list) {
+		struct g *next = list->schedlink;
+		globrunqput(list);
+		list = next;
+	}
+	wakep();
 }
 
 /* Switch from 'from' (a G, or NULL for g0) to 'to' (a G, or NULL for
@@ -683,11 +735,16 @@ static inline __attribute__((always_inline)) void gswitch_inl(struct m *m, struc
 		if (from->stack.kind == STACK_CANARY && !stackcanary_ok(&from->stack))
 			stack_overflow(from);
 	}
+	/* a G's first switch gives it its stack; with none to be had, it
+	 * waits for one and this M goes to its scheduler instead */
+	if (to && unlikely(!to->sp) && !gstart(m, to)) {
+		if (!from)
+			return; /* already on g0: its scheduler loop goes on */
+		to = NULL;
+	}
 	atomic_store_explicit(&m->curg, to, memory_order_relaxed); /* see struct m */
 	void *next;
 	if (to) {
-		if (unlikely(!to->sp))
-			gstart(m, to);
 		atomic_store_explicit(&to->status, G_RUNNING, memory_order_relaxed);
 		/* only the owner writes it: load and store, no RMW (struct p) */
 		struct p *pp = m->p;

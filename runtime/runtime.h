@@ -53,6 +53,7 @@ int64_t nanotime(void); /* CLOCK_MONOTONIC, ns */
 _Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 long rawsyscall6(long n, long a, long b, long c, long d, long e, long f);
+void rt_thread_refused(int e); /* warn once: no more OS threads (proc.c) */
 
 /* ---- stacks (stack.c) ------------------------------------------------ */
 
@@ -77,6 +78,7 @@ struct stack {
 int stackalloc(struct p *pp, struct stack *s, size_t size);
 void stackfree(struct p *pp, struct stack *s);
 int stack_ready(struct p *pp, size_t size); /* weft_go: 0 or -1/ENOMEM */
+void stackwait_wake(void); /* a stack was freed: Gs waiting for one may start (proc.c) */
 bool stackcanary_ok(const struct stack *s);
 void stackinit(void);
 void stack_overflow(struct g *gp);                /* fatal report */

@@ -27,15 +27,15 @@ SPLIT_TEST_LDFLAGS := -L$(BUILD)/lib -Wl,-rpath,$(abspath $(BUILD)/lib) -lweft_s
 ifeq ($(HAVE_SPLIT),1)
 all: $(SPLIT_SO) $(SPLIT_AR) $(BUILD)/examples/splitstack
 
-$(BUILD)/obj-split/%.o: %.c $(HDRS)
+$(BUILD)/obj-split/%.o: %.c $(HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -DWEFT_SPLITSTACK -c $< -o $@
 
-$(BUILD)/obj-split/%.o: %.S
+$(BUILD)/obj-split/%.o: %.S $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -DWEFT_SPLITSTACK -c $< -o $@
 
-$(SPLIT_SO): $(SPLIT_OBJ) $(JEMALLOC_A) $(UNWIND_SO)
+$(SPLIT_SO): $(SPLIT_OBJ) $(JEMALLOC_A) $(UNWIND_SO) $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(SO_LDFLAGS) -o $@ $(SPLIT_OBJ) $(JEMALLOC_A) -Wl,-soname,libweft_split.so $(LIBS)
 

@@ -230,6 +230,14 @@ void sysmon_wake(void)
 	unlock(&wakelock);
 }
 
+/* 1 while sysmon could not be started: the next M that the system lets
+ * us create tries again (newm). */
+_Atomic int sysmon_pending;
+
+/* Start sysmon.  If the system refuses a thread (RLIMIT_NPROC, a pid
+ * limit), the Gs still run on the Ms there are, only without blocking-call
+ * handoff, hog preemption or overdue-timer help until a thread can be
+ * made: said once (rt_thread_refused), retried by newm. */
 void sysmon_start(void)
 {
 	extern int (*rt_pthread_create)(pthread_t *, const pthread_attr_t *,
@@ -239,7 +247,10 @@ void sysmon_start(void)
 	pthread_attr_init(&a);
 	pthread_attr_setstacksize(&a, 256 * 1024);
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	if (rt_pthread_create(&t, &a, sysmon, NULL) != 0)
-		fatal("cannot start sysmon");
+	int e = rt_pthread_create(&t, &a, sysmon, NULL);
 	pthread_attr_destroy(&a);
+	if (e != 0) {
+		atomic_store(&sysmon_pending, 1);
+		rt_thread_refused(e);
+	}
 }

@@ -12,7 +12,7 @@ for t in "$@"; do
 	# shellcheck disable=SC2086
 	env $ENV "$t" --jobs 2 --verbose >"$log" 2>&1
 	rc=$?
-	grep -v '^\[\(RUN \|PASS\|----\)\]' "$log"
+	grep -v '^\[\(RUN \|PASS\)\]' "$log"
 	skip=$((skip + $(grep -c '^\[SKIP\]' "$log")))
 	line=$(grep 'Synthesis: Tested:' "$log" | tail -n 1)
 	if [ -z "$line" ]; then

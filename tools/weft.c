@@ -22,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #ifndef WEFT_LIBDIR
@@ -160,6 +162,43 @@ static const char *optval(int argc, char **argv, int *i, const char *opt)
 	return argv[++*i];
 }
 
+/* PROGRAM as execvp finds it, into buf; NULL if it is not found. */
+static const char *lookup(const char *prog, char *buf, size_t len)
+{
+	if (strchr(prog, '/'))
+		return prog;
+	const char *path = getenv("PATH");
+	if (!path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	for (const char *p = path;; p++) {
+		const char *e = strchrnul(p, ':');
+		int n = snprintf(buf, len, "%.*s%s%s", (int)(e - p), p, e > p ? "/" : "", prog);
+		if (n > 0 && (size_t)n < len && access(buf, X_OK) == 0)
+			return buf;
+		if (!*e)
+			return NULL;
+		p = e;
+	}
+}
+
+/* Would the kernel run PROGRAM in secure mode (AT_SECURE: set-user-ID or
+ * set-group-ID to someone else, or file capabilities)?  Then the dynamic
+ * linker drops LD_PRELOAD and the program would run without weft,
+ * silently: refuse instead. */
+static bool secure_exec(const char *prog)
+{
+	char buf[PATH_MAX];
+	const char *path = lookup(prog, buf, sizeof buf);
+	struct stat st;
+	if (!path || stat(path, &st) != 0)
+		return false; /* execvp reports it */
+	if ((st.st_mode & S_ISUID) && st.st_uid != getuid())
+		return true;
+	if ((st.st_mode & S_ISGID) && (st.st_mode & S_IXGRP) && st.st_gid != getgid())
+		return true;
+	return getxattr(path, "security.capability", NULL, 0) > 0;
+}
+
 static int run(int argc, char **argv)
 {
 	const char *procs = NULL, *stack = NULL;
@@ -187,6 +226,14 @@ static int run(int argc, char **argv)
 	if (i >= argc)
 		bad("%s", "run: no PROGRAM");
 	char **prog = argv + i;
+	if (secure_exec(prog[0])) {
+		fprintf(stderr,
+			"weft: %s is set-user-ID, set-group-ID or has file capabilities: the "
+			"dynamic linker would ignore the shim and run it without weft; refusing "
+			"(run it as its owner, or a copy without those bits)\n",
+			prog[0]);
+		return 126;
+	}
 
 	const char *shim = find_shim();
 	const char *old = getenv("LD_PRELOAD");
