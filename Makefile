@@ -53,7 +53,8 @@ LDFLAGS_SAN := $(if $(SAN),-fsanitize=$(SAN))
 space := $(subst ,, )
 DEPS_TIERS := build $(if $(filter test test-gdb,$(MAKECMDGOALS)),test) \
 	$(if $(filter demo,$(MAKECMDGOALS)),demo) $(if $(filter bench bench-%,$(MAKECMDGOALS)),bench) \
-	$(if $(VALGRIND)$(filter test-valgrind valgrind-run,$(MAKECMDGOALS)),valgrind)
+	$(if $(VALGRIND)$(filter test-valgrind valgrind-run,$(MAKECMDGOALS)),valgrind) \
+	$(if $(filter fuzz fuzz-build fuzz-cov,$(MAKECMDGOALS)),fuzz)
 DEPS_MK := $(BUILD)/.deps/$(subst $(space),-,$(strip $(DEPS_TIERS))).mk
 $(DEPS_MK): scripts/deps.sh
 	@mkdir -p $(@D)
@@ -171,4 +172,4 @@ fresh-check:
 include bench/peers.mk
 -include bench/weft.mk bench/hook.mk bench/bench.mk
 include runtime/splitstack.mk tests/tools.mk
--include tests/preload.mk examples/demo.mk
+-include tests/preload.mk examples/demo.mk tests/fuzz/fuzz.mk tests/soak/soak.mk

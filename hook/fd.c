@@ -277,10 +277,10 @@ HOOK int dup(int fd)
 }
 
 /* dup2/dup3 close newfd first: its waiters get EBADF.  Check oldfd
- * first so a failing call leaves newfd alone. */
+ * and dup3's flags first so a failing call leaves newfd alone. */
 static int do_dup3(int oldfd, int newfd, int flags, bool is3)
 {
-	if (!rt_started() || oldfd == newfd || newfd < 0 ||
+	if (!rt_started() || oldfd == newfd || newfd < 0 || (is3 && (flags & ~O_CLOEXEC)) ||
 	    sys3(SYS_fcntl, oldfd, F_GETFD, 0) < 0)
 		return is3 ? REAL(dup3)(oldfd, newfd, flags) : REAL(dup2)(oldfd, newfd);
 	if (internal_fd(newfd))

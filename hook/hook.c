@@ -285,6 +285,8 @@ long io_wait(struct io *io)
 
 long io_once(struct io *io, const struct sc *s, size_t want, bool drains)
 {
+	/* a read of 0 bytes never waits for data: always try it */
+	drains = drains && want > 0;
 	for (;;) {
 		if (!io_snap(io, drains)) {
 			long r = io_try(io, s);

@@ -96,7 +96,10 @@ static ssize_t do_recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
 	else
 		IO_SIMPLE(mode, REAL(recv)(fd, buf, n, flags));
 	struct sc s = SC(SYS_recvfrom, fd, (long)buf, (long)n, flags, (long)addr, (long)alen);
-	if ((flags & MSG_WAITALL) && is_stream(fd))
+	/* MSG_PEEK never consumes: one peek that finds data is the answer
+	 * (filling the buffer from repeated peeks would copy the same bytes
+	 * again) */
+	if ((flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL && is_stream(fd))
 		return sysret(io_all(&io, &s, n));
 	return sysret(io_once(&io, &s, n, flags == 0));
 }
@@ -131,7 +134,7 @@ HOOK ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	struct io io;
 	IO_SIMPLE(io_begin_flags(&io, fd, PD_READ, flags), REAL(recvmsg)(fd, msg, flags));
-	if ((flags & MSG_WAITALL) && is_stream(fd))
+	if ((flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL && is_stream(fd))
 		return sysret(io_allv(&io, SYS_recvmsg, msg, NULL, 0, flags));
 	struct sc s = SC(SYS_recvmsg, fd, (long)msg, flags);
 	return sysret(io_once(&io, &s, 0, false));

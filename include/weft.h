@@ -8,7 +8,9 @@
  *
  * Every call here also works from a plain OS thread that is not a G: the
  * blocking ones then block that thread.  Errors are -1 (or NULL) with
- * errno set, never a silent wrong result.
+ * errno set, never a silent wrong result.  Bad input is an error, never a
+ * crash: a NULL object is EINVAL everywhere (a void function sets errno
+ * and does nothing); docs/api.md, "Bad input", lists every case.
  */
 #ifndef WEFT_H
 #define WEFT_H
@@ -92,8 +94,8 @@ typedef struct weft_wg {
 } weft_wg_t;
 #define WEFT_WG_INIT { 0, 0, 0, NULL }
 
-/* A negative count is a bug: it prints "weft: fatal: ..." and aborts,
- * as Go panics. */
+/* A negative count is a bug: it prints "weft: fatal: negative wait group
+ * counter" and aborts, as Go panics. */
 WEFT_API void weft_wg_add(weft_wg_t *wg, int64_t delta);
 WEFT_API void weft_wg_done(weft_wg_t *wg);
 WEFT_API void weft_wg_wait(weft_wg_t *wg);
@@ -110,7 +112,7 @@ typedef struct weft_chan weft_chan_t;
 WEFT_API weft_chan_t *weft_chan_make(size_t elem_size, size_t cap);
 /* Block until the element is taken by a receiver or buffered.
  * 0; -1 with EPIPE if the channel is closed (before or while blocked),
- * EINVAL if c is NULL. */
+ * EINVAL if c is NULL or freed, or elem is NULL with elem_size > 0. */
 WEFT_API int weft_chan_send(weft_chan_t *c, const void *elem);
 /* Block until an element arrives: 1 with *elem set; 0 once the channel
  * is closed and drained (*elem zeroed).  elem may be NULL to drop the

@@ -62,6 +62,9 @@ struct wq {
 };
 
 struct weft_chan {
+	/* CHAN_LIVE from make until free, then CHAN_FREED: a freed (or never
+	 * made) channel passed in is EINVAL where its memory still says so */
+	uint64_t magic;
 	/* fixed at make */
 	size_t elemsize;
 	size_t cap;        /* ring slots; 0 = unbuffered */
@@ -94,6 +97,15 @@ struct selrec {
 	int ok;     /* its weft_case_t.ok */
 	bool done;  /* the waker completed a case; else: poll again */
 };
+
+#define CHAN_LIVE 0x6e61686374666577ULL /* "weftchan" */
+#define CHAN_FREED 0x6465657266ULL
+
+/* Is c a channel (not NULL, not freed, as far as its memory tells)? */
+static inline bool chan_ok(const struct weft_chan *c)
+{
+	return likely(c != NULL) && likely(c->magic == CHAN_LIVE);
+}
 
 /* outcome a waker records for a plain (non-select) waiter */
 enum { RES_CLOSED = 0, RES_VALUE = 1, RES_RETRY = 2, RES_EPIPE = -1 };
@@ -529,6 +541,7 @@ weft_chan_t *weft_chan_make(size_t elem_size, size_t cap)
 		errno = ENOMEM;
 		return NULL;
 	}
+	c->magic = CHAN_LIVE;
 	c->elemsize = elem_size;
 	c->cap = cap;
 	if (cap) {
@@ -549,11 +562,16 @@ void weft_chan_free(weft_chan_t *c)
 {
 	if (!c)
 		return;
+	if (!chan_ok(c)) { /* freed twice, or never made */
+		errno = EINVAL;
+		return;
+	}
 	lock(&c->lock);
 	bool busy = c->recvq.q.head || c->sendq.q.head;
 	unlock(&c->lock);
 	if (busy)
 		fatal("weft_chan_free: a green thread or thread is blocked on the channel");
+	c->magic = CHAN_FREED;
 	rt_enter();
 	rtfree(c);
 	rt_leave();
@@ -572,7 +590,7 @@ static int fail(int r)
  * nested park/ready calls stay cheap. */
 static int chansend(weft_chan_t *c, const void *elem, bool block)
 {
-	if (unlikely(!c))
+	if (!chan_ok(c) || unlikely(!elem && c->elemsize))
 		return -EINVAL;
 	rt_enter();
 	int r = c->cap ? bsend(c, elem, block) : usend(c, elem, block);
@@ -582,7 +600,7 @@ static int chansend(weft_chan_t *c, const void *elem, bool block)
 
 static int chanrecv(weft_chan_t *c, void *elem, bool block)
 {
-	if (unlikely(!c))
+	if (!chan_ok(c))
 		return -EINVAL;
 	rt_enter();
 	int r = c->cap ? brecv(c, elem, block) : urecv(c, elem, block);
@@ -625,7 +643,7 @@ static struct waiter *claimall(struct weft_chan *c, struct wq *q, int ok, struct
 
 int weft_chan_close(weft_chan_t *c)
 {
-	if (unlikely(!c)) {
+	if (!chan_ok(c)) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -656,12 +674,12 @@ int weft_chan_close(weft_chan_t *c)
 
 size_t weft_chan_len(weft_chan_t *c)
 {
-	return c && c->cap ? ring_len(c) : 0;
+	return chan_ok(c) && c->cap ? ring_len(c) : 0;
 }
 
 size_t weft_chan_cap(weft_chan_t *c)
 {
-	return c ? c->cap : 0;
+	return chan_ok(c) ? c->cap : 0;
 }
 
 /* ---- select ---------------------------------------------------------------------- */
@@ -915,7 +933,10 @@ int weft_select(weft_case_t *cases, size_t n, int64_t timeout_ns)
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (cases[i].op != WEFT_SEND && cases[i].op != WEFT_RECV) {
+		struct weft_chan *c = cases[i].chan;
+		if ((cases[i].op != WEFT_SEND && cases[i].op != WEFT_RECV) ||
+		    (c && (!chan_ok(c) ||
+			   (cases[i].op == WEFT_SEND && !cases[i].elem && c->elemsize)))) {
 			errno = EINVAL;
 			return -1;
 		}

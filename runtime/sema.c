@@ -285,12 +285,16 @@ static uint64_t *wgstate(weft_wg_t *wg)
 
 void weft_wg_add(weft_wg_t *wg, int64_t delta)
 {
+	if (unlikely(!wg)) {
+		errno = EINVAL;
+		return;
+	}
 	if (delta < INT32_MIN || delta > INT32_MAX)
 		fatal("weft_wg_add: delta %lld out of range", (long long)delta);
 	uint64_t st = __atomic_add_fetch(wgstate(wg), (uint64_t)delta * WG_ONE, __ATOMIC_SEQ_CST);
 	int32_t v = (int32_t)(st >> 32);
 	if (v < 0)
-		fatal("negative weft_wg counter (more done than add)");
+		fatal("negative wait group counter (more done than add)");
 	if (v > 0 || (uint32_t)st == 0)
 		return;
 	spinlock(&wg->_lock);
@@ -312,6 +316,10 @@ void weft_wg_done(weft_wg_t *wg)
 
 void weft_wg_wait(weft_wg_t *wg)
 {
+	if (unlikely(!wg)) {
+		errno = EINVAL;
+		return;
+	}
 	uint64_t st = __atomic_load_n(wgstate(wg), __ATOMIC_SEQ_CST);
 	if (st < WG_ONE)
 		return; /* counter zero */

@@ -29,6 +29,16 @@
 #include "runtime.h"
 #include "waitq.h"
 
+/* A NULL object is EINVAL (docs/api.md, "Bad input"): the check is one
+ * predictable branch ahead of the fast paths. */
+#define BADARG(cond)                          \
+	do {                                  \
+		if (unlikely(cond)) {         \
+			errno = EINVAL;       \
+			return -1;            \
+		}                             \
+	} while (0)
+
 /* ---- semaphore ------------------------------------------------------------ */
 
 static void unlockword(void *arg)
@@ -112,11 +122,13 @@ static int sem_timedwait_abs(weft_sem_t *s, int64_t deadline)
 
 int weft_sem_wait(weft_sem_t *s)
 {
+	BADARG(!s);
 	return sem_timedwait_abs(s, -1);
 }
 
 int weft_sem_timedwait(weft_sem_t *s, int64_t ns)
 {
+	BADARG(!s);
 	if (ns < 0) {
 		errno = EINVAL;
 		return -1;
@@ -126,6 +138,7 @@ int weft_sem_timedwait(weft_sem_t *s, int64_t ns)
 
 int weft_sem_trywait(weft_sem_t *s)
 {
+	BADARG(!s);
 	/* a count of 0 needs no lock to answer */
 	if (semcount(s) > 0) {
 		spinlock(&s->_lock);
@@ -143,6 +156,7 @@ int weft_sem_trywait(weft_sem_t *s)
 
 int weft_sem_post(weft_sem_t *s)
 {
+	BADARG(!s);
 	int r = sem_release(s);
 	if (r < 0) {
 		errno = -r;
@@ -153,6 +167,10 @@ int weft_sem_post(weft_sem_t *s)
 
 unsigned weft_sem_value(weft_sem_t *s)
 {
+	if (unlikely(!s)) {
+		errno = EINVAL;
+		return 0;
+	}
 	return semcount(s);
 }
 
@@ -252,6 +270,7 @@ static void mutex_lockslow(weft_mutex_t *m)
 
 int weft_mutex_lock(weft_mutex_t *m)
 {
+	BADARG(!m);
 	int32_t z = 0;
 	if (likely(mcas(m, &z, MLOCKED)))
 		return 0;
@@ -261,6 +280,7 @@ int weft_mutex_lock(weft_mutex_t *m)
 
 int weft_mutex_trylock(weft_mutex_t *m)
 {
+	BADARG(!m);
 	int32_t old = mload(m);
 	if (!(old & (MLOCKED | MSTARVING)) && mcas(m, &old, old | MLOCKED))
 		return 0;
@@ -316,6 +336,7 @@ static int mutex_unlock(weft_mutex_t *m, bool yield)
 
 int weft_mutex_unlock(weft_mutex_t *m)
 {
+	BADARG(!m);
 	int r = mutex_unlock(m, true);
 	if (r < 0) {
 		errno = -r;
@@ -337,6 +358,7 @@ static inline int32_t radd(int32_t *p, int32_t d)
 
 int weft_rwlock_rdlock(weft_rwlock_t *l)
 {
+	BADARG(!l);
 	if (radd(&l->_readers, 1) < 0)
 		sem_acquire(&l->_rsem, false, W_RWLOCK_R, -1); /* a writer is pending */
 	return 0;
@@ -344,6 +366,7 @@ int weft_rwlock_rdlock(weft_rwlock_t *l)
 
 int weft_rwlock_tryrdlock(weft_rwlock_t *l)
 {
+	BADARG(!l);
 	int32_t c = __atomic_load_n(&l->_readers, __ATOMIC_RELAXED);
 	while (c >= 0) {
 		if (__atomic_compare_exchange_n(&l->_readers, &c, c + 1, false, __ATOMIC_ACQ_REL,
@@ -356,6 +379,7 @@ int weft_rwlock_tryrdlock(weft_rwlock_t *l)
 
 int weft_rwlock_rdunlock(weft_rwlock_t *l)
 {
+	BADARG(!l);
 	int32_t r = radd(&l->_readers, -1);
 	if (likely(r >= 0))
 		return 0;
@@ -372,6 +396,7 @@ int weft_rwlock_rdunlock(weft_rwlock_t *l)
 
 int weft_rwlock_wrlock(weft_rwlock_t *l)
 {
+	BADARG(!l);
 	weft_mutex_lock(&l->_w); /* one writer at a time */
 	/* announce the writer: new readers now queue on _rsem */
 	int32_t r = radd(&l->_readers, -RWMAX) + RWMAX;
@@ -383,6 +408,7 @@ int weft_rwlock_wrlock(weft_rwlock_t *l)
 
 int weft_rwlock_trywrlock(weft_rwlock_t *l)
 {
+	BADARG(!l);
 	if (weft_mutex_trylock(&l->_w) != 0)
 		return -1;
 	int32_t z = 0;
@@ -397,6 +423,7 @@ int weft_rwlock_trywrlock(weft_rwlock_t *l)
 
 int weft_rwlock_wrunlock(weft_rwlock_t *l)
 {
+	BADARG(!l);
 	int32_t r = radd(&l->_readers, RWMAX);
 	if (r >= RWMAX) {
 		radd(&l->_readers, -RWMAX); /* was not write-locked: undo */
@@ -431,6 +458,7 @@ static void condrelease(void *arg)
 
 static int condwait(weft_cond_t *c, weft_mutex_t *m, int64_t deadline)
 {
+	BADARG(!c || !m);
 	if (!(mload(m) & MLOCKED)) { /* the caller must hold it */
 		errno = EPERM;
 		return -1;
@@ -514,12 +542,14 @@ static void condwake(weft_cond_t *c, bool all)
 
 int weft_cond_signal(weft_cond_t *c)
 {
+	BADARG(!c);
 	condwake(c, false);
 	return 0;
 }
 
 int weft_cond_broadcast(weft_cond_t *c)
 {
+	BADARG(!c);
 	condwake(c, true);
 	return 0;
 }
@@ -530,6 +560,10 @@ enum { ONCE_NEW = 0, ONCE_RUNNING = 1, ONCE_DONE = 2 };
 
 void weft_once(weft_once_t *o, void (*fn)(void))
 {
+	if (unlikely(!o || !fn)) { /* nothing to run, or nowhere to record it */
+		errno = EINVAL;
+		return;
+	}
 	/* acquire: fn's effects happen before we return.  The lock must be
 	 * free as well: whoever ran fn stores DONE under it and touches o
 	 * until it unlocks, and once we return our caller may free o */

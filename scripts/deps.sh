@@ -14,6 +14,7 @@
 #   demo      make demo: nothing more
 #   valgrind  make test-valgrind: + valgrind
 #   bench     make bench: + golang-go, Boost.Context/Fiber, gnuplot, taskset, python3
+#   fuzz      make fuzz: + clang, libFuzzer (libclang-rt-14-dev)
 set -e
 triple=$(gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)
 
@@ -51,6 +52,11 @@ for tier in "$@"; do
 		have_cmd python3 || want python3
 		;;
 	valgrind) have_cmd valgrind || want valgrind ;;
+	fuzz)
+		have_cmd clang || want clang
+		ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
+			want libclang-rt-14-dev
+		;;
 	bench)
 		have_cmd go || want golang-go
 		have_hdr boost/context/detail/fcontext.hpp || want libboost-context-dev
@@ -60,7 +66,7 @@ for tier in "$@"; do
 		have_cmd python3 || want python3
 		;;
 	*)
-		echo "weft: deps.sh: unknown tier '$tier' (build, test, demo, valgrind, bench)" >&2
+		echo "weft: deps.sh: unknown tier '$tier' (build, test, demo, valgrind, bench, fuzz)" >&2
 		exit 2
 		;;
 	esac

@@ -1,0 +1,91 @@
+# tests/fuzz/fuzz.mk - the differential hook fuzzer (docs/reliability.md);
+# included by the Makefile.
+#
+#   make fuzz [FUZZ_S=120]   run tests/fuzz/hookdiff.c under libFuzzer for
+#                            FUZZ_S seconds; new inputs go to
+#                            $(BUILD)/fuzz/corpus, findings (crash-*) to
+#                            $(BUILD)/fuzz/
+#   make fuzz-build          only build $(BUILD)/fuzz/hookdiff
+#   make fuzz-cov            line coverage of hook/ and pollfd.c by the corpus
+#
+# libFuzzer (clang -fsanitize=fuzzer, Debian's libclang-rt-14-dev) rather
+# than AFL++: it runs in process, so the three runs of an input share one
+# started runtime and cost a few ms, not a fork and exec.  weft's objects
+# are rebuilt with clang and coverage instrumentation and linked into the
+# fuzzer itself (one relocatable object, only weft's API and the hooked
+# libc names global, as libweft.a), so the fuzzer's own calls to read,
+# poll, ... are the hooks, and its plain runs call glibc's through dlsym.
+
+FUZZ_CC ?= clang
+FUZZ_S ?= 120
+FUZZ_JOBS ?= 1
+FUZZ_DIR := $(BUILD)/fuzz
+FUZZ_OBJ := $(LIB_OBJ:$(BUILD)/obj/%=$(FUZZ_DIR)/obj/%)
+FUZZ_CFLAGS := -O2 -g $(WARN) -pthread -fno-omit-frame-pointer -std=gnu11 -fPIC \
+	-fvisibility=hidden -Iinclude -Iruntime -fsanitize=fuzzer-no-link
+FUZZ_BIN := $(FUZZ_DIR)/hookdiff
+
+.PHONY: fuzz fuzz-build
+fuzz-build: $(FUZZ_BIN)
+
+$(FUZZ_DIR)/obj/%.o: %.c $(HDRS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+
+$(FUZZ_DIR)/obj/%.o: %.S
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+
+$(FUZZ_DIR)/weft-fuzz.o: $(FUZZ_OBJ) $(SO) $(JEMALLOC_A)
+	ld -r -o $(FUZZ_DIR)/weft-all.o $(FUZZ_OBJ) $(JEMALLOC_A)
+	nm -D --defined-only $(SO) | awk '{print $$3}' | sort -u > $(FUZZ_DIR)/weft.syms
+	objcopy --keep-global-symbols=$(FUZZ_DIR)/weft.syms $(FUZZ_DIR)/weft-all.o $@
+
+$(FUZZ_BIN): tests/fuzz/hookdiff.c include/weft.h $(FUZZ_DIR)/weft-fuzz.o
+	$(FUZZ_CC) -O1 -g $(WARN) -pthread -std=gnu11 -Iinclude -fsanitize=fuzzer \
+		$< $(FUZZ_DIR)/weft-fuzz.o -o $@ $(LIBS)
+
+# -timeout: an input's runs take ms; a minute is a hang the fuzzer's own
+# 10 s watchdog did not catch.  nice: it shares the machine.
+fuzz: $(FUZZ_BIN)
+	@mkdir -p $(FUZZ_DIR)/corpus
+	nice -n 19 $(FUZZ_BIN) -max_total_time=$(FUZZ_S) -max_len=175 -timeout=60 \
+		-rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/ \
+		$(FUZZ_DIR)/corpus tests/fuzz/corpus
+
+# ---- coverage of the corpus ---------------------------------------------------
+#   make fuzz-cov   run every input of the corpus once through a build with
+#                   clang's source coverage and print the line coverage of
+#                   hook/ and runtime/pollfd.c (docs/reliability.md)
+FUZZ_COV_DIR := $(BUILD)/fuzz-cov
+FUZZ_COV_OBJ := $(LIB_OBJ:$(BUILD)/obj/%=$(FUZZ_COV_DIR)/obj/%)
+FUZZ_COV_FLAGS := -fprofile-instr-generate -fcoverage-mapping
+LLVM_COV ?= llvm-cov
+LLVM_PROFDATA ?= llvm-profdata
+
+.PHONY: fuzz-cov
+$(FUZZ_COV_DIR)/obj/%.o: %.c $(HDRS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_COV_FLAGS) -c $< -o $@
+
+$(FUZZ_COV_DIR)/obj/%.o: %.S
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+
+$(FUZZ_COV_DIR)/weft-fuzz.o: $(FUZZ_COV_OBJ) $(SO) $(JEMALLOC_A)
+	ld -r -o $(FUZZ_COV_DIR)/weft-all.o $(FUZZ_COV_OBJ) $(JEMALLOC_A)
+	nm -D --defined-only $(SO) | awk '{print $$3}' | sort -u > $(FUZZ_COV_DIR)/weft.syms
+	objcopy --keep-global-symbols=$(FUZZ_COV_DIR)/weft.syms $(FUZZ_COV_DIR)/weft-all.o $@
+
+$(FUZZ_COV_DIR)/hookdiff: tests/fuzz/hookdiff.c include/weft.h $(FUZZ_COV_DIR)/weft-fuzz.o
+	$(FUZZ_CC) -O1 -g $(WARN) -pthread -std=gnu11 -Iinclude -fsanitize=fuzzer $(FUZZ_COV_FLAGS) \
+		$< $(FUZZ_COV_DIR)/weft-fuzz.o -o $@ $(LIBS)
+
+fuzz-cov: $(FUZZ_COV_DIR)/hookdiff
+	@mkdir -p $(FUZZ_DIR)/corpus
+	rm -f $(FUZZ_COV_DIR)/*.profraw
+	LLVM_PROFILE_FILE=$(FUZZ_COV_DIR)/%p.profraw nice -n 19 $(FUZZ_COV_DIR)/hookdiff -runs=0 \
+		$(FUZZ_DIR)/corpus tests/fuzz/corpus 2>&1 | tail -1
+	$(LLVM_PROFDATA) merge -o $(FUZZ_COV_DIR)/all.profdata $(FUZZ_COV_DIR)/*.profraw
+	$(LLVM_COV) report $(FUZZ_COV_DIR)/hookdiff -instr-profile=$(FUZZ_COV_DIR)/all.profdata \
+		$(abspath $(HOOK_SRC) runtime/pollfd.c)

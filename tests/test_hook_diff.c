@@ -1,0 +1,220 @@
+/*
+ * test_hook_diff.c - regressions found by the differential hook fuzzer
+ * (tests/fuzz/hookdiff.c, docs/reliability.md): each is the reduced
+ * program on which a G under weft's hooks answered differently from a
+ * plain thread on glibc.
+ */
+#include "test_hook.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <sys/timerfd.h>
+#include <sys/uio.h>
+
+/* Finding 2: a read of 0 bytes returns 0 at once (read and readv; a
+ * recv of 0 on an empty stream socket blocks in the kernel too).  After a short read
+ * left a pipe or stream socket empty, the hooks waited for the next event
+ * before trying again, so read(fd, buf, 0) parked forever. */
+static void zero_after_short(int rd, int wr)
+{
+	char buf[4096];
+	CHECK(write(wr, "0123456789", 10) == 10);
+	CHECK(read(rd, buf, sizeof buf) == 10); /* short: the fd is now empty */
+	CHECK(read(rd, buf, 0) == 0);
+	struct iovec iov = { buf, 0 };
+	CHECK(readv(rd, &iov, 1) == 0);
+	CHECK(write(wr, "x", 1) == 1); /* and the next read still works */
+	CHECK(read(rd, buf, sizeof buf) == 1);
+}
+
+G_TEST(hook_diff, zero_length_read_after_short_read_pipe, 10)
+{
+	(void)argc, (void)argv;
+	int p[2];
+	CHECK(pipe(p) == 0);
+	zero_after_short(p[0], p[1]);
+	close(p[0]);
+	close(p[1]);
+	return 0;
+}
+
+G_TEST(hook_diff, zero_length_read_after_short_read_tcp, 10)
+{
+	(void)argc, (void)argv;
+	int port = 0, l = tcp_listen(1, &port);
+	CHECK(l >= 0);
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = loopback(port);
+	CHECK(connect(c, (struct sockaddr *)&a, sizeof a) == 0);
+	int s = accept(l, NULL, NULL);
+	CHECK(s >= 0);
+	zero_after_short(s, c);
+	close(s);
+	close(c);
+	close(l);
+	return 0;
+}
+
+/* Known findings, open: the hooks' non-blocking handling is being
+ * rewritten (per-call MSG_DONTWAIT, the kernel's O_NONBLOCK left as the
+ * program set it), which should make these pass; until then each is
+ * skipped unless WEFT_KNOWN_FINDINGS=1 (docs/reliability.md). */
+#define KNOWN_TEST(name, why)                                                              \
+	static int name##_body(int argc, char **argv);                                     \
+	static int name##_child(void)                                                      \
+	{                                                                                  \
+		int r = weft_main(name##_body, 0, NULL);                                   \
+		return r ? r : check_failures ? 99 : 0;                                    \
+	}                                                                                  \
+	Test(hook_diff, name, .timeout = 40)                                               \
+	{                                                                                  \
+		if (!getenv("WEFT_KNOWN_FINDINGS"))                                        \
+			cr_skip_test("%s", why);                                           \
+		static struct child c;                                                     \
+		run_child(&c, env_procs1, name##_child, 10);                               \
+		cr_assert(WIFEXITED(c.status), "status %d, stderr: %s", c.status, c.err);  \
+		cr_assert_eq(WEXITSTATUS(c.status), 0, "exit %d, stderr: %s",              \
+			     WEXITSTATUS(c.status), c.err);                                \
+	}                                                                                  \
+	static int name##_body(int argc, char **argv)
+
+/* Finding 1: O_NONBLOCK is a property of the open file, shared by every
+ * fd dup'ed from it.  Under weft the program's view is kept per fd
+ * number, so after fcntl(dup, F_SETFL, O_NONBLOCK) the original fd still
+ * reads as blocking (F_GETFL) and a read on it parks instead of failing
+ * with EAGAIN. */
+KNOWN_TEST(nonblock_shared_by_dup, "known finding 1: O_NONBLOCK kept per fd number")
+{
+	(void)argc, (void)argv;
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	int d = dup(sv[0]);
+	CHECK(d >= 0);
+	int fl = fcntl(d, F_GETFL);
+	CHECK(fcntl(d, F_SETFL, fl | O_NONBLOCK) == 0);
+	CHECK(fcntl(sv[0], F_GETFL) & O_NONBLOCK);
+	char c;
+	CHECK(read(sv[0], &c, 1) == -1 && err() == EAGAIN);
+	CHECK(fcntl(sv[0], F_SETFL, fl & ~O_NONBLOCK) == 0);
+	CHECK(!(fcntl(d, F_GETFL) & O_NONBLOCK));
+	close(d);
+	close(sv[0]);
+	close(sv[1]);
+	return 0;
+}
+
+/* Finding 3: a file weft did not create (here a timerfd) is made
+ * non-blocking underneath the first time a G waits on it; every other fd
+ * on the same open file (a dup) then shows O_NONBLOCK in F_GETFL, and a
+ * G reading through it gets EAGAIN instead of parking. */
+KNOWN_TEST(own_nonblock_visible_through_dup, "known finding 3: weft's O_NONBLOCK seen via a dup")
+{
+	(void)argc, (void)argv;
+	int t = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	CHECK(t >= 0);
+	int d = dup(t);
+	struct itimerspec it = { { 0, 0 }, { 0, 1000000 } };
+	CHECK(timerfd_settime(t, 0, &it, NULL) == 0);
+	uint64_t n = 0;
+	CHECK(read(t, &n, 8) == 8 && n == 1); /* parks: weft registers t */
+	CHECK(!(fcntl(d, F_GETFL) & O_NONBLOCK));
+	CHECK(!(fcntl(t, F_GETFL) & O_NONBLOCK));
+	CHECK(timerfd_settime(t, 0, &it, NULL) == 0);
+	CHECK(read(d, &n, 8) == 8 && n == 1); /* blocks (parks), not EAGAIN */
+	close(d);
+	close(t);
+	return 0;
+}
+
+/* Finding 4: after shutdown(SHUT_RD) a blocking read on a unix datagram
+ * socket returns 0 (the kernel's blocking wait sees the shutdown), but a
+ * non-blocking try keeps answering EAGAIN, so a G, which only ever tries
+ * non-blocking and parks, waits forever. */
+KNOWN_TEST(dgram_read_after_shutdown_rd, "known finding 4: datagram read after SHUT_RD parks")
+{
+	(void)argc, (void)argv;
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) == 0);
+	CHECK(shutdown(sv[0], SHUT_RD) == 0);
+	char buf[16];
+	CHECK(read(sv[0], buf, sizeof buf) == 0);
+	CHECK(recv(sv[0], buf, sizeof buf, 0) == 0);
+	close(sv[0]);
+	close(sv[1]);
+	return 0;
+}
+
+/* Finding 7: a blocking recv of 0 bytes on a TCP socket waits (for
+ * data, or SO_RCVTIMEO) and then returns 0 (tcp_recvmsg's loop ends
+ * with nothing to copy); its non-blocking try says EAGAIN, so under weft
+ * the call waits out the timeout and fails with EAGAIN. */
+KNOWN_TEST(tcp_zero_recv_with_timeout, "known finding 7: TCP recv of 0 bytes gives EAGAIN")
+{
+	(void)argc, (void)argv;
+	int port = 0, l = tcp_listen(1, &port);
+	CHECK(l >= 0);
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = loopback(port);
+	CHECK(connect(c, (struct sockaddr *)&a, sizeof a) == 0);
+	int s = accept(l, NULL, NULL);
+	struct timeval tv = { 0, 10000 };
+	CHECK(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
+	char b;
+	CHECK(recv(s, &b, 0, 0) == 0);
+	CHECK(recv(s, &b, 0, MSG_PEEK) == 0);
+	close(s);
+	close(c);
+	close(l);
+	return 0;
+}
+
+/* Finding 5: dup3 with bad flags fails with EINVAL and leaves newfd
+ * open; weft had already forgotten what it knew of newfd (made
+ * non-blocking underneath), so newfd then read as O_NONBLOCK and a G's
+ * blocking read on it returned EAGAIN. */
+static void write_later(void *arg)
+{
+	weft_sleep(10 * 1000000);
+	CHECK(write(*(int *)arg, "x", 1) == 1);
+}
+
+G_TEST(hook_diff, dup3_bad_flags_leaves_newfd_alone, 10)
+{
+	(void)argc, (void)argv;
+	int a[2], b[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, a) == 0);
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, b) == 0);
+	CHECK(dup3(a[0], b[0], O_NONBLOCK) == -1 && err() == EINVAL);
+	CHECK(!(fcntl(b[0], F_GETFL) & O_NONBLOCK));
+	weft_go(write_later, &b[1]);
+	char c = 0;
+	CHECK(read(b[0], &c, 1) == 1 && c == 'x'); /* parks until the write */
+	for (int i = 0; i < 2; i++) {
+		close(a[i]);
+		close(b[i]);
+	}
+	return 0;
+}
+
+/* Finding 6: recv(MSG_PEEK | MSG_WAITALL) on a unix stream socket
+ * returns what is there (the kernel's peek does not wait for more);
+ * weft's fill-the-buffer loop peeked the same bytes again and again and
+ * returned the whole length, the data repeated. */
+G_TEST(hook_diff, peek_waitall_returns_what_is_there, 10)
+{
+	(void)argc, (void)argv;
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	CHECK(write(sv[1], "0123456789", 10) == 10);
+	char buf[100];
+	memset(buf, 0, sizeof buf);
+	CHECK(recv(sv[0], buf, sizeof buf, MSG_PEEK | MSG_WAITALL) == 10);
+	CHECK(memcmp(buf, "0123456789", 10) == 0 && buf[10] == 0);
+	struct iovec iov = { buf, sizeof buf };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	CHECK(recvmsg(sv[0], &mh, MSG_PEEK | MSG_WAITALL) == 10);
+	CHECK(read(sv[0], buf, sizeof buf) == 10); /* nothing was consumed */
+	close(sv[0]);
+	close(sv[1]);
+	return 0;
+}
