@@ -440,6 +440,7 @@ static void *mstart(void *arg)
 	struct m *m = arg;
 	tls_m = m;
 	m->errnop = &errno;
+	m->fsbase = m->fscur = tls_current();
 	/* seq_cst, then dump_mstart: a dump either stops this M or is
 	 * waited for (dump.c) */
 	atomic_store(&m->tid, (int)syscall(SYS_gettid));
@@ -664,7 +665,9 @@ static __attribute__((noinline)) void gstart(struct m *m, struct g *gp)
 {
 	if (!gp->stack.lo && stackalloc(m->p, &gp->stack, gp->stackwant) != 0)
 		fatal("out of memory for the stack of green thread %lld", (long long)gp->id);
-	gp->sp = weft_ctx_make(gp->stack.hi, gentry);
+	/* a G with TLS of its own keeps the top of its stack for the block
+	 * (tls_gbegin builds it there once the G runs) */
+	gp->sp = weft_ctx_make(gp->owntls ? gp->stack.hi - tlsinfo.reserve : gp->stack.hi, gentry);
 	san_gcreate(gp);
 }
 
@@ -679,7 +682,8 @@ static inline __attribute__((always_inline)) void gswitch_inl(struct m *m, struc
 		char *fp = __builtin_frame_address(0);
 		if (fp < from->stack.low)
 			from->stack.low = fp;
-		from->errno_save = *m->errnop;
+		if (!from->tcb) /* a G with its own TLS keeps errno there */
+			from->errno_save = *m->errnop;
 		if (from->stack.kind == STACK_CANARY && !stackcanary_ok(&from->stack))
 			stack_overflow(from);
 	}
@@ -699,11 +703,12 @@ static inline __attribute__((always_inline)) void gswitch_inl(struct m *m, struc
 		next = m->g0sp;
 	}
 	san_switch_start(m, from, to);
+	tls_loadfs(m, to);
 	weft_ctx_switch(save, next);
 	m = getm();
 	san_switch_finish(m, from);
 	afterswitch(m);
-	if (from)
+	if (from && !from->tcb)
 		*m->errnop = from->errno_save; /* on the thread we run on now */
 }
 
@@ -724,6 +729,8 @@ static void gentry(void)
 	struct g *gp = m->curg;
 	gp->rtdepth = 0;
 	leaveruntime(m);
+	if (gp->owntls)
+		tls_gbegin(gp);
 	gp->fn(gp->arg);
 	goexit1();
 }
@@ -965,11 +972,28 @@ static struct g *malg(void)
 
 extern int splitstack_prepare(struct g *gp, const weft_attr_t *attr) __attribute__((weak));
 
+/* Whether a new G gets TLS of its own (tls.c): asked in attr, else
+ * WEFT_TLS (rt_tls_default: the preload shim's choice when unset).  Not
+ * for a segmented stack: libgcc keeps its segments' state in TLS. */
+int rt_tls_default HIDDEN;
+static bool gowntls(const weft_attr_t *attr)
+{
+	int t = attr ? attr->tls : WEFT_TLS_DEFAULT;
+	if (t == WEFT_TLS_DEFAULT)
+		t = (weftenv.tls >= 0 ? weftenv.tls : rt_tls_default) ? WEFT_TLS_THREAD
+								     : WEFT_TLS_SHARED;
+	if (t != WEFT_TLS_THREAD)
+		return false;
+	int kind = attr && attr->stack_kind ? attr->stack_kind : weftenv.stackkind;
+	return kind != WEFT_STACK_SEGMENTED && tls_init();
+}
+
 int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 {
 	if (!fn || (attr && attr->stack_size &&
 		    (attr->stack_size < 16 * 1024 || attr->stack_size > (1UL << 30))) ||
-	    (attr && (attr->stack_kind < 0 || attr->stack_kind > WEFT_STACK_SEGMENTED))) {
+	    (attr && (attr->stack_kind < 0 || attr->stack_kind > WEFT_STACK_SEGMENTED)) ||
+	    (attr && (attr->tls < WEFT_TLS_DEFAULT || attr->tls > WEFT_TLS_THREAD))) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -979,8 +1003,11 @@ int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 	struct g *gp = gfget(pp);
 	if (!gp)
 		gp = malg();
-	if (gp)
+	if (gp) {
 		gp->stackwant = attr ? attr->stack_size : 0;
+		gp->owntls = gowntls(attr);
+		gp->tcb = NULL;
+	}
 	/* the stack: segmented now, guarded when the G first runs (gstart) */
 	if (gp && splitstack_prepare && splitstack_prepare(gp, attr) != 0) {
 		lock(&sched.lock); /* no stack to be had: back to the free list */
@@ -1063,6 +1090,10 @@ static void goexit1(void)
 	struct g *gp = m->curg;
 	if (rt_gexit_hook)
 		rt_gexit_hook(gp);
+	if (gp->tcb) { /* ended without the shim's exit path: as a thread ends */
+		tls_gdtors(gp);
+		tls_gend(gp);
+	}
 	m = getm(); /* the hook may have parked */
 	if (gp->lockedm) {
 		atomic_store_explicit(&m->lockedg, NULL, memory_order_relaxed);

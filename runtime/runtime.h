@@ -151,6 +151,10 @@ struct g {
 	void *asan_fake;          /* ASan fake stack while switched out */
 	void *tsan_fiber;         /* TSan fiber */
 	unsigned valgrind_id;     /* valgrind stack id */
+	bool owntls;              /* gets a TLS block of its own when it starts
+	                           * (tls.c); gstart keeps the stack top free */
+	void *tcb;                /* its own TCB (the FS base it runs on), or
+	                           * NULL: it runs on its M's TLS */
 };
 
 /* ---- M ---------------------------------------------------------------- */
@@ -188,6 +192,9 @@ struct m {
 	void *altstack;           /* signal stack for overflow reports */
 	int *errnop;              /* this OS thread's errno (gswitch saves and
 	                           * restores it per G without a call) */
+	uintptr_t fsbase;         /* the OS thread's own thread pointer (g0 and
+	                           * shared-TLS Gs run on it) */
+	uintptr_t fscur;          /* the FS base loaded now (this M only) */
 };
 
 /* ---- P ---------------------------------------------------------------- */
@@ -455,6 +462,44 @@ void rtfree(void *ptr);
 unsigned rt_tcache_create(void);
 void allocinit(void);
 
+/* ---- tls.c: a TLS block and TCB per G (WEFT_TLS=thread) ------------------ */
+
+struct tlsinfo {
+	size_t size;         /* static TLS area with the TCB (glibc's) */
+	size_t align;        /* its alignment */
+	size_t tcbsize;      /* sizeof(struct pthread) */
+	size_t reserve;      /* bytes a G's block takes at its stack top */
+	long off_tid;        /* offsetof(struct pthread, tid) */
+	long off_specific;   /* offsetof(struct pthread, specific) */
+	long off_rseq;       /* the rseq area from the thread pointer, or -1 */
+	intptr_t tls_m_off;  /* &tls_m minus the thread pointer (every block) */
+	bool fsgsbase;       /* wrfsbase allowed (HWCAP2_FSGSBASE) */
+};
+extern struct tlsinfo tlsinfo;
+bool tls_init(void);                /* resolve glibc's entry points once */
+void tls_setfs(uintptr_t base);     /* load this OS thread's FS base */
+uintptr_t tls_current(void);        /* %fs:0 */
+void tls_gbegin(struct g *gp);      /* on gp: its block at its stack top */
+void tls_adopt(struct g *gp, void *tcb); /* on gp: run on tcb from now */
+void tls_gdtors(struct g *gp);      /* on gp: C++ thread_local destructors */
+void tls_gend(struct g *gp);        /* on gp: back to the M's TLS, block freed */
+void *tls_newblock(void);           /* a malloc'ed block (the real main thread) */
+extern int rt_tls_default;          /* WEFT_TLS when unset: 1 under the shim */
+
+/* Point the FS base at to's block (or the M's own) if it is not loaded.
+ * The M goes into the block first, so tls_m reads right on both sides
+ * of the load, whenever a signal comes. */
+static inline void tls_loadfs(struct m *m, struct g *to)
+{
+	uintptr_t fs = (to && to->tcb) ? (uintptr_t)to->tcb : m->fsbase;
+	if (likely(fs == m->fscur))
+		return;
+	if (to && to->tcb)
+		*(struct m **)((char *)to->tcb + tlsinfo.tls_m_off) = m;
+	m->fscur = fs;
+	tls_setfs(fs);
+}
+
 /* ---- env.c -------------------------------------------------------------- */
 
 struct weftenv {
@@ -463,6 +508,7 @@ struct weftenv {
 	int stackkind;         /* WEFT_STACK: guarded/segmented */
 	int64_t schedtrace_ms; /* WEFT_DEBUG=schedtrace=N */
 	bool sigquit_continue; /* WEFT_DEBUG=sigquit=continue */
+	int tls;               /* WEFT_TLS: -1 unset, 0 shared, 1 thread */
 };
 extern struct weftenv weftenv;
 void envinit(void);

@@ -404,8 +404,10 @@ void gthr_main_init(void)
 static _Noreturn void gthr_exit(struct gthr *t, void *ret)
 {
 	t->retval = ret;
-	keys_run(t);
 	struct g *gp = getg();
+	tls_gdtors(gp); /* C++ thread_local, then keys, then the block: as glibc */
+	keys_run(t);
+	tls_gend(gp);
 	gp->tls = NULL;
 	t->g = NULL;
 	uint32_t old = atomic_fetch_or(&t->flags, T_EXITED);
