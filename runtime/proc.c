@@ -1075,6 +1075,8 @@ static bool after_gfput(struct g *gp, void *arg)
 {
 	(void)arg;
 	san_gdestroy(gp);
+	if (gp->tcb)
+		tls_gfree(gp); /* before its stack, which holds the block, is reused */
 	struct p *pp = getm()->p;
 	/* its stack, the warmest, to the top of pp's cache for the next G to
 	 * start here; a segmented one stays for the next segmented G */
@@ -1090,16 +1092,15 @@ static void goexit1(void)
 	struct g *gp = m->curg;
 	if (rt_gexit_hook)
 		rt_gexit_hook(gp);
-	if (gp->tcb) { /* ended without the shim's exit path: as a thread ends */
-		tls_gdtors(gp);
-		tls_gend(gp);
-	}
+	tls_gdtors(gp); /* if the shim's exit path did not: as a thread ends */
 	m = getm(); /* the hook may have parked */
 	if (gp->lockedm) {
 		atomic_store_explicit(&m->lockedg, NULL, memory_order_relaxed);
 		gp->lockedm = NULL;
 		gp->lockcount = 0;
 	}
+	if (gp->tcb)
+		rtalloc_gexit(); /* its last allocation was above (weft_sem_post...) */
 	atomic_store_explicit(&gp->status, G_DEAD, memory_order_relaxed);
 	gcountadd(m->p, -1);
 	m->afterfn = after_gfput;

@@ -459,6 +459,7 @@ void sysmon_wake(void);
 
 void *rtalloc(size_t size);              /* zeroed; NULL on ENOMEM */
 void rtfree(void *ptr);
+void rtalloc_gexit(void);                /* on a G with its own TLS, at its end */
 unsigned rt_tcache_create(void);
 void allocinit(void);
 
@@ -482,7 +483,7 @@ uintptr_t tls_current(void);        /* %fs:0 */
 void tls_gbegin(struct g *gp);      /* on gp: its block at its stack top */
 void tls_adopt(struct g *gp, void *tcb); /* on gp: run on tcb from now */
 void tls_gdtors(struct g *gp);      /* on gp: C++ thread_local destructors */
-void tls_gend(struct g *gp);        /* on gp: back to the M's TLS, block freed */
+void tls_gfree(struct g *gp);       /* gp dead and off its M: its block freed */
 void *tls_newblock(void);           /* a malloc'ed block (the real main thread) */
 extern int rt_tls_default;          /* WEFT_TLS when unset: 1 under the shim */
 

@@ -236,22 +236,16 @@ void tls_gdtors(struct g *gp)
 		call_tls_dtors();
 }
 
-/* gp (running) gives its block up: back on the M's TLS, then the dtv and
- * dynamic blocks are freed (into the M's malloc cache, not the dead
- * block's).  The G runs on as a shared-TLS G. */
-void tls_gend(struct g *gp)
+/* gp (dead, switched away from: after_gfput) gives its block up: the
+ * dtv and the dynamic blocks are freed, on the next context's TLS (the
+ * G's own malloc cache dies with it).  Its last code ran on the block,
+ * so ending costs no FS load of its own. */
+void tls_gfree(struct g *gp)
 {
-	void *tcb = gp->tcb;
-	if (!tcb)
-		return;
-	struct m *m = getm();
-	int e = rt_geterrno();
+	char *tcb = gp->tcb;
 	gp->tcb = NULL;
-	m->fscur = m->fsbase;
-	tls_setfs(m->fsbase);
-	rt_seterrno(e);
 	/* a block at its stack top; not one it adopted (the main thread's) */
-	if ((char *)tcb >= gp->stack.lo && (char *)tcb < gp->stack.hi)
+	if (tcb >= gp->stack.lo && tcb < gp->stack.hi)
 		dl_deallocate_tls(tcb, false);
 }
 

@@ -405,9 +405,8 @@ static _Noreturn void gthr_exit(struct gthr *t, void *ret)
 {
 	t->retval = ret;
 	struct g *gp = getg();
-	tls_gdtors(gp); /* C++ thread_local, then keys, then the block: as glibc */
+	tls_gdtors(gp); /* C++ thread_local, then keys (the block goes at the end) */
 	keys_run(t);
-	tls_gend(gp);
 	gp->tls = NULL;
 	t->g = NULL;
 	uint32_t old = atomic_fetch_or(&t->flags, T_EXITED);
