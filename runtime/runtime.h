@@ -155,6 +155,7 @@ struct g {
 	                           * (tls.c); gstart keeps the stack top free */
 	void *tcb;                /* its own TCB (the FS base it runs on), or
 	                           * NULL: it runs on its M's TLS */
+	void *tcbfork;            /* its TCB while it forks on its M's (tls.c) */
 };
 
 /* ---- M ---------------------------------------------------------------- */
@@ -472,6 +473,7 @@ struct tlsinfo {
 	size_t reserve;      /* bytes a G's block takes at its stack top */
 	long off_tid;        /* offsetof(struct pthread, tid) */
 	long off_specific;   /* offsetof(struct pthread, specific) */
+	long off_list;       /* offsetof(struct pthread, list) */
 	long off_rseq;       /* the rseq area from the thread pointer, or -1 */
 	intptr_t tls_m_off;  /* &tls_m minus the thread pointer (every block) */
 	bool fsgsbase;       /* wrfsbase allowed (HWCAP2_FSGSBASE) */
@@ -484,6 +486,8 @@ void tls_gbegin(struct g *gp);      /* on gp: its block at its stack top */
 void tls_adopt(struct g *gp, void *tcb); /* on gp: run on tcb from now */
 void tls_gdtors(struct g *gp);      /* on gp: C++ thread_local destructors */
 void tls_gfree(struct g *gp);       /* gp dead and off its M: its block freed */
+void tls_forkenter(void);           /* fork runs on the M's own TCB ... */
+void tls_forkleave(void);           /* ... then the G's again (parent, child) */
 void *tls_newblock(void);           /* a malloc'ed block (the real main thread) */
 extern int rt_tls_default;          /* WEFT_TLS when unset: 1 under the shim */
 

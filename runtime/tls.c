@@ -107,6 +107,7 @@ bool tls_init(void)
 	const unsigned *rseq_size = dlsym(RTLD_DEFAULT, "__rseq_size");
 	ti.off_tid = tdb_off("_thread_db_pthread_tid", 32);
 	ti.off_specific = tdb_off("_thread_db_pthread_specific", 32 * 64);
+	ti.off_list = tdb_off("_thread_db_pthread_list", 128);
 	const char *missing = !static_info ? "_dl_get_tls_static_info"
 			      : !dl_allocate_tls ? "_dl_allocate_tls"
 			      : !dl_deallocate_tls ? "_dl_deallocate_tls"
@@ -114,13 +115,15 @@ bool tls_init(void)
 			      : !szp ? "_thread_db_sizeof_pthread"
 			      : ti.off_tid < 0 ? "_thread_db_pthread_tid"
 			      : ti.off_specific < 0 ? "_thread_db_pthread_specific"
+			      : ti.off_list < 0 ? "_thread_db_pthread_list"
 						    : NULL;
 	if (!missing) {
 		static_info(&ti.size, &ti.align);
 		ti.tcbsize = *szp;
 		if (ti.align < 16 || (ti.align & (ti.align - 1)) || ti.tcbsize < TCB_COPY_HI ||
 		    ti.size < ti.tcbsize || (size_t)ti.off_specific < 32 * 16 ||
-		    (size_t)ti.off_specific + 32 * 8 > ti.tcbsize || (size_t)ti.off_tid + 4 > ti.tcbsize)
+		    (size_t)ti.off_specific + 32 * 8 > ti.tcbsize || (size_t)ti.off_tid + 4 > ti.tcbsize ||
+		    (size_t)ti.off_list + 16 > ti.tcbsize)
 			missing = "a plausible struct pthread layout";
 	}
 	if (missing) {
@@ -182,6 +185,9 @@ static bool tcb_fill(char *tcb, int tid)
 	*(int *)(tcb + TCB_GSCOPE) = 0;
 	memcpy(tcb + TCB_COPY_LO, cur + TCB_COPY_LO, TCB_COPY_HI - TCB_COPY_LO);
 	*(int *)(tcb + tlsinfo.off_tid) = tid;
+	/* list: linked to itself, in no list of glibc's (a list_del is harmless) */
+	*(void **)(tcb + tlsinfo.off_list) = tcb + tlsinfo.off_list;
+	*(void **)(tcb + tlsinfo.off_list + 8) = tcb + tlsinfo.off_list;
 	/* specific[0] = specific_1stblock, the 32 key slots just before it */
 	*(void **)(tcb + tlsinfo.off_specific) = tcb + tlsinfo.off_specific - 32 * 16;
 	if (tlsinfo.off_rseq > 0)
@@ -247,6 +253,36 @@ void tls_gfree(struct g *gp)
 	/* a block at its stack top; not one it adopted (the main thread's) */
 	if (tcb >= gp->stack.lo && tcb < gp->stack.hi)
 		dl_deallocate_tls(tcb, false);
+}
+
+/* fork from a G with its own TCB runs on its M's: glibc's fork (child
+ * side: reclaim_stacks) takes THREAD_SELF for the thread that forks and
+ * every other thread it knows for dead, and would give the M's own stack,
+ * on which the child's scheduler runs, to the next pthread_create.  The
+ * G runs as a shared-TLS G in between (it may park in an atfork handler
+ * and resume on another M: that M then forks). */
+void tls_forkenter(void)
+{
+	struct g *gp = getg();
+	if (!gp || !gp->tcb)
+		return;
+	struct m *m = getm();
+	int e = rt_geterrno();
+	gp->tcbfork = gp->tcb;
+	gp->tcb = NULL;
+	m->fscur = m->fsbase;
+	tls_setfs(m->fsbase);
+	rt_seterrno(e);
+}
+
+void tls_forkleave(void)
+{
+	struct g *gp = getg();
+	if (!gp || !gp->tcbfork)
+		return;
+	void *tcb = gp->tcbfork;
+	gp->tcbfork = NULL;
+	tls_adopt(gp, tcb);
 }
 
 /* A fresh block with its TCB from glibc's allocator (for the real main
