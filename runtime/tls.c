@@ -48,6 +48,7 @@
 #include <sys/syscall.h>
 
 #include "runtime.h"
+#include "sanitizer.h"
 
 #ifndef HWCAP2_FSGSBASE
 #define HWCAP2_FSGSBASE (1 << 1)
@@ -95,6 +96,13 @@ bool tls_init(void)
 	if (s)
 		return s == 1;
 	struct tlsinfo ti = { 0 };
+#if defined(WEFT_ASAN) || defined(WEFT_TSAN)
+	/* the sanitizers keep each thread's state in its TLS */
+	warn("WEFT_TLS=thread: not in a sanitizer build: green threads share their OS thread's "
+	     "thread-local storage");
+	atomic_store_explicit(&state, 2, memory_order_release);
+	return false;
+#endif
 	void (*static_info)(size_t *, size_t *) =
 		(void (*)(size_t *, size_t *))dlvsym(RTLD_DEFAULT, "_dl_get_tls_static_info",
 						     "GLIBC_PRIVATE");
