@@ -12,38 +12,42 @@
 
 static struct hrun R, N; /* under weft, native */
 
-/* Run "tls CASE" (or another program) natively, then under the shim on 1
- * and 2 Ps, and expect "<word> wrong=0". */
-static void tls_case(const char *prog, const char *cs, const char *const env[], int timeout_s)
+/* Run "tls CASE" natively, then under the shim on 1 and 2 Ps, and
+ * expect "<word> wrong=0".  rounds2: the case's rounds on 2 Ps, where
+ * the Gs migrate (NULL: its default); 1 P and natively run fewer. */
+static void tls_case(const char *cs, const char *rounds2, int timeout_s)
 {
-	const char *a[] = { h_prog(prog), cs, NULL };
+	const char *few = rounds2 ? "1000" : NULL;
+	const char *a[] = { h_prog("tls"), cs, few, NULL };
 	h_run(&N, a, NULL, NULL, timeout_s);
 	cr_assert_eq(h_code(&N), 0, "natively: %s%s", N.out, N.err);
 	for (int procs = 1; procs <= 2; procs++) {
-		h_shim_run(&R, procs, a, env, NULL, timeout_s);
+		a[2] = procs == 2 ? rounds2 : few;
+		h_shim_run(&R, procs, a, NULL, NULL, timeout_s);
 		cr_expect_eq(h_code(&R), 0, "procs %d: %s%s", procs, R.out, R.err);
 		cr_expect(strstr(R.out, "wrong=0 "), "procs %d: %s%s", procs, R.out, R.err);
 	}
 }
 
 /* errno = 0; n = read(); if (errno): gcc -O2 keeps errno's address
- * across the read, in which the G parks; 100,000 reads. */
-Test(tls, errno_address_kept_across_read, .timeout = 600)
+ * across the read, in which the G parks; 100,000 reads on 2 Ps. */
+Test(tls, errno_address_kept_across_read, .timeout = 900)
 {
-	tls_case("tls", "errno", NULL, 240);
+	tls_case("errno", "5000", 400);
 }
 
-/* while ((n = read()) < 0 && errno == EAGAIN) park and retry. */
-Test(tls, eagain_retry_loop, .timeout = 600)
+/* while ((n = read()) < 0 && errno == EAGAIN) park and retry; 100,000
+ * reads on 2 Ps. */
+Test(tls, eagain_retry_loop, .timeout = 900)
 {
-	tls_case("tls", "eagain", NULL, 240);
+	tls_case("eagain", "5000", 400);
 }
 
 /* A __thread int (and a __thread buffer with an initialiser) in 1,000
  * threads, each reading its own back across 100 blocking calls. */
 Test(tls, thread_variable_per_thread, .timeout = 300)
 {
-	tls_case("tls", "var", NULL, 120);
+	tls_case("var", NULL, 120);
 }
 
 /* C++ thread_local with a constructor and destructor in 1,000 threads:
@@ -64,26 +68,26 @@ Test(tls, cxx_thread_local_ctor_dtor, .timeout = 300)
  * thread (glibc records its TCB), so two threads never interleave. */
 Test(tls, flockfile_across_a_park, .timeout = 300)
 {
-	tls_case("tls", "flock", NULL, 120);
+	tls_case("flock", NULL, 120);
 }
 
 /* pthread_self() (const: the compiler may keep it) across a park. */
 Test(tls, pthread_self_kept, .timeout = 300)
 {
-	tls_case("tls", "self", NULL, 120);
+	tls_case("self", NULL, 120);
 }
 
 /* A dlopen'ed library's __thread (dynamic TLS through the dtv). */
 Test(tls, dlopened_module_thread_variable, .timeout = 300)
 {
-	tls_case("tls", "dlopen", NULL, 120);
+	tls_case("dlopen", NULL, 120);
 }
 
 /* -fstack-protector-all (the canary at %fs:0x28) and setjmp/longjmp
  * (pointers mangled with the guard at %fs:0x30) in Gs that park. */
 Test(tls, stack_protector_and_setjmp, .timeout = 300)
 {
-	tls_case("tls", "guard", NULL, 120);
+	tls_case("guard", NULL, 120);
 }
 
 /* WEFT_TLS=shared: today's behaviour, Gs share their OS thread's TLS

@@ -6,8 +6,10 @@
  * calls below and may come back on another OS thread (WEFT_TLS=thread
  * gives it TLS of its own; WEFT_TLS=shared shows what goes wrong).
  *
- *   tls errno      errno = 0; n = read(); if (errno) ...  (gcc keeps &errno)
- *   tls eagain     while read() < 0 && errno == EAGAIN: park, retry
+ *   tls errno [R]  errno = 0; n = read(); if (errno) ...  (gcc keeps &errno)
+ *   tls eagain [R] while read() < 0 && errno == EAGAIN: park, retry
+ *                  (20 pairs of threads, R rounds each; default 5,000:
+ *                  100,000 reads)
  *   tls var        a __thread int per thread, across 100 blocking calls
  *   tls flock      flockfile held across a blocking call: no interleaving
  *   tls self       pthread_self() kept across a blocking call
@@ -83,7 +85,7 @@ static void *echo_writer(void *arg)
 	for (int i = 0; i < p->rounds; i++) {
 		if (read(p->wr, &c, 1) != 1)
 			break;
-		usleep(1);
+		usleep(20); /* the reader finds nothing yet */
 		if (write(p->wr, &c, 1) != 1)
 			break;
 	}
@@ -137,7 +139,7 @@ static void *eagain_reader(void *arg)
 			abort();
 		ssize_t n;
 		while ((n = read(p->rd, &c, 1)) < 0 && errno == EAGAIN)
-			usleep(1); /* parks; may come back elsewhere */
+			usleep(50); /* parks; may come back elsewhere */
 		if (n != 1)
 			bad("read returned %ld, errno %ld", (long)n, errno);
 		atomic_fetch_add(&total, 1);
@@ -342,13 +344,16 @@ int main(int argc, char **argv)
 		return 2;
 	const char *c = argv[1];
 	int rc;
+	int rounds = argc > 2 ? atoi(argv[2]) : 5000;
+	if (rounds < 1 || rounds > 1000000)
+		return 2;
 	if (!strcmp(c, "errno")) {
 		junk_start();
-		rc = run_pairs(errno_reader, 20, 5000); /* 100,000 reads */
+		rc = run_pairs(errno_reader, 20, rounds);
 		junk_stop();
 	} else if (!strcmp(c, "eagain")) {
 		junk_start();
-		rc = run_pairs(eagain_reader, 20, 5000);
+		rc = run_pairs(eagain_reader, 20, rounds);
 		junk_stop();
 	} else if (!strcmp(c, "var")) {
 		rc = run_var();
