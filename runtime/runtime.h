@@ -476,6 +476,7 @@ struct tlsinfo {
 	long off_list;       /* offsetof(struct pthread, list) */
 	long off_rseq;       /* the rseq area from the thread pointer, or -1 */
 	intptr_t tls_m_off;  /* &tls_m minus the thread pointer (every block) */
+	intptr_t resp_off;   /* glibc's __resp (resolver state pointer), likewise */
 	bool fsgsbase;       /* wrfsbase allowed (HWCAP2_FSGSBASE) */
 };
 extern struct tlsinfo tlsinfo;
@@ -488,7 +489,7 @@ void tls_gdtors(struct g *gp);      /* on gp: C++ thread_local destructors */
 void tls_gfree(struct g *gp);       /* gp dead and off its M: its block freed */
 void tls_forkenter(void);           /* fork runs on the M's own TCB ... */
 void tls_forkleave(void);           /* ... then the G's again (parent, child) */
-void *tls_newblock(void);           /* a malloc'ed block (the real main thread) */
+void *tls_movemain(void);           /* the real main thread to a fresh block */
 extern int rt_tls_default;          /* WEFT_TLS when unset: 1 under the shim */
 
 /* Point the FS base at to's block (or the M's own) if it is not loaded.

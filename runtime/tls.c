@@ -41,6 +41,7 @@
 #include <asm/prctl.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <resolv.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,7 @@ struct tlsinfo tlsinfo;
 static void *(*dl_allocate_tls)(void *mem);
 static void (*dl_deallocate_tls)(void *tcb, bool dealloc_tcb);
 static void (*call_tls_dtors)(void);
+static void (*ctype_init)(void); /* __ctype_init: the locale's ctype pointers in TLS */
 
 /* One field descriptor of libthread_db's: { bits, count, offset }. */
 static long tdb_off(const char *name, unsigned bits)
@@ -110,6 +112,9 @@ bool tls_init(void)
 	dl_deallocate_tls =
 		(void (*)(void *, bool))dlvsym(RTLD_DEFAULT, "_dl_deallocate_tls", "GLIBC_PRIVATE");
 	call_tls_dtors = (void (*)(void))dlvsym(RTLD_DEFAULT, "__call_tls_dtors", "GLIBC_PRIVATE");
+	ctype_init = (void (*)(void))dlvsym(RTLD_DEFAULT, "__ctype_init", "GLIBC_PRIVATE");
+	/* a TLS symbol: this thread's instance */
+	char *resp = dlvsym(RTLD_DEFAULT, "__resp", "GLIBC_PRIVATE");
 	const uint32_t *szp = dlvsym(RTLD_DEFAULT, "_thread_db_sizeof_pthread", "GLIBC_PRIVATE");
 	const long *rseq_off = dlsym(RTLD_DEFAULT, "__rseq_offset");
 	const unsigned *rseq_size = dlsym(RTLD_DEFAULT, "__rseq_size");
@@ -120,6 +125,8 @@ bool tls_init(void)
 			      : !dl_allocate_tls ? "_dl_allocate_tls"
 			      : !dl_deallocate_tls ? "_dl_deallocate_tls"
 			      : !call_tls_dtors ? "__call_tls_dtors"
+			      : !ctype_init ? "__ctype_init"
+			      : !resp ? "__resp"
 			      : !szp ? "_thread_db_sizeof_pthread"
 			      : ti.off_tid < 0 ? "_thread_db_pthread_tid"
 			      : ti.off_specific < 0 ? "_thread_db_pthread_specific"
@@ -147,8 +154,10 @@ bool tls_init(void)
 	    (size_t)*rseq_off + 8 <= ti.tcbsize)
 		ti.off_rseq = *rseq_off;
 	ti.tls_m_off = (intptr_t)&tls_m - (intptr_t)tp_self();
-	/* below the TCB, with room to align it down; 16-aligned */
-	ti.reserve = (ti.size + ti.align + 15) & ~(size_t)15;
+	ti.resp_off = (intptr_t)resp - (intptr_t)tp_self();
+	/* the static TLS area below the TCB, with room to align it down, and
+	 * the thread's resolver state below that; 16-aligned */
+	ti.reserve = (ti.size + ti.align + sizeof(struct __res_state) + 15) & ~(size_t)15;
 	ti.fsgsbase = (getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE) != 0;
 	tlsinfo = ti;
 	atomic_store_explicit(&state, 1, memory_order_release);
@@ -180,13 +189,22 @@ static int gtid(struct g *gp)
 	return (int)((1u << 29) | ((uint64_t)gp->id & ((1u << 29) - 1)));
 }
 
-/* Fill a zeroed TCB at tcb as pthread_create does; glibc's dtv and
- * module images by _dl_allocate_tls.  False on ENOMEM. */
-static bool tcb_fill(char *tcb, int tid)
+/* The TCB address of a block whose reserve ends at hi. */
+static char *tcb_at(char *hi)
 {
+	return (char *)(((uintptr_t)hi - tlsinfo.tcbsize) & ~(uintptr_t)(tlsinfo.align - 1));
+}
+
+/* Fill the zeroed block [hi - reserve, hi) as pthread_create and
+ * start_thread do; glibc's dtv and module images by _dl_allocate_tls.
+ * Returns the TCB, or NULL on ENOMEM.  (__ctype_init, which start_thread
+ * also runs, must run on the block: tls_adopt.) */
+static char *block_fill(char *hi, int tid)
+{
+	char *tcb = tcb_at(hi);
 	char *cur = (char *)tp_self();
 	if (!dl_allocate_tls(tcb))
-		return false;
+		return NULL;
 	*(void **)(tcb + TCB_TCB) = tcb;
 	*(void **)(tcb + TCB_SELF) = tcb;
 	*(int *)(tcb + TCB_MULTI) = 1; /* Gs run in parallel: never "single-threaded" */
@@ -200,13 +218,10 @@ static bool tcb_fill(char *tcb, int tid)
 	*(void **)(tcb + tlsinfo.off_specific) = tcb + tlsinfo.off_specific - 32 * 16;
 	if (tlsinfo.off_rseq > 0)
 		*(int32_t *)(tcb + tlsinfo.off_rseq + 4) = -2; /* RSEQ_CPU_ID_REGISTRATION_FAILED */
-	return true;
-}
-
-/* The TCB address a G's block gets at the top of its stack [lo, hi). */
-static char *tcb_at(char *hi)
-{
-	return (char *)(((uintptr_t)hi - tlsinfo.tcbsize) & ~(uintptr_t)(tlsinfo.align - 1));
+	/* __resp: the resolver state, at the bottom of the reserve (glibc
+	 * points it at struct pthread's res, whose offset it does not say) */
+	*(void **)(tcb + tlsinfo.resp_off) = hi - tlsinfo.reserve;
+	return tcb;
 }
 
 /* On gp, running, with its stack's top tlsinfo.reserve bytes free (see
@@ -214,16 +229,17 @@ static char *tcb_at(char *hi)
  * keeps sharing its M's TLS (a warning once). */
 void tls_gbegin(struct g *gp)
 {
-	char *tcb = tcb_at(gp->stack.hi);
 	char *lo = gp->stack.hi - tlsinfo.reserve;
 	memset(lo, 0, (size_t)(gp->stack.hi - lo)); /* a reused stack is dirty */
-	if (!tcb_fill(tcb, gtid(gp))) {
+	char *tcb = block_fill(gp->stack.hi, gtid(gp));
+	if (!tcb) {
 		static _Atomic int warned;
 		if (!atomic_exchange(&warned, 1))
 			warn("no memory for a green thread's TLS: it shares its OS thread's");
 		return;
 	}
 	tls_adopt(gp, tcb);
+	ctype_init();
 }
 
 /* Make tcb gp's TCB and load it; gp is running.  No switch can come in
@@ -293,18 +309,25 @@ void tls_forkleave(void)
 	tls_adopt(gp, tcb);
 }
 
-/* A fresh block with its TCB from glibc's allocator (for the real main
- * thread, which hands its own to the main G).  NULL on ENOMEM. */
-void *tls_newblock(void)
+/* The real main thread hands its TLS and TCB to the main G and moves to
+ * a fresh block (calloc'ed: it never ends).  Returns its old TCB, or NULL
+ * (ENOMEM: nothing changed). */
+void *tls_movemain(void)
 {
 	size_t sz = tlsinfo.reserve + tlsinfo.align;
 	char *mem = calloc(1, sz);
 	if (!mem)
 		return NULL;
-	char *tcb = tcb_at(mem + sz - tlsinfo.align);
-	if (!tcb_fill(tcb, (int)rawsyscall6(SYS_gettid, 0, 0, 0, 0, 0, 0))) {
+	char *hi = (char *)(((uintptr_t)mem + sz) & ~(uintptr_t)15);
+	char *tcb = block_fill(hi, (int)rawsyscall6(SYS_gettid, 0, 0, 0, 0, 0, 0));
+	if (!tcb) {
 		free(mem);
 		return NULL;
 	}
-	return tcb;
+	void *old = (void *)tp_self();
+	int e = rt_geterrno();
+	tls_setfs((uintptr_t)tcb);
+	rt_seterrno(e);
+	ctype_init();
+	return old;
 }

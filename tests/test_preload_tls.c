@@ -90,6 +90,13 @@ Test(tls, stack_protector_and_setjmp, .timeout = 300)
 	tls_case("guard", NULL, 120);
 }
 
+/* What glibc's start_thread sets up in a new thread's TLS: the locale's
+ * ctype pointers (printf("%f"), toupper) and the resolver state. */
+Test(tls, libc_thread_state, .timeout = 300)
+{
+	tls_case("libc", NULL, 120);
+}
+
 /* WEFT_TLS=shared: today's behaviour, Gs share their OS thread's TLS
  * (so the cases above are real tests of the switch). */
 Test(tls, shared_mode_shares, .timeout = 120)

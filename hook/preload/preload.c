@@ -150,13 +150,8 @@ static int weft_main_shim(int argc, char **argv, char **envp)
 	 * thread_local destructors, glibc's state), and the real main thread,
 	 * which from now on only handles signals, moves to a fresh block. */
 	weft_attr_t a = { .stack_size = main_stack(), .name = "main", .tls = WEFT_TLS_SHARED };
-	if (!shim_native && (weftenv.tls >= 0 ? weftenv.tls : 1) && tls_init()) {
-		void *blk = tls_newblock();
-		if (blk) {
-			mainctx.tcb = (void *)tls_current();
-			tls_setfs((uintptr_t)blk);
-		}
-	}
+	if (!shim_native && (weftenv.tls >= 0 ? weftenv.tls : 1) && tls_init())
+		mainctx.tcb = tls_movemain();
 	gthr_live_add(1);
 	if (weft_go_attr(&a, main_g, &mainctx) < 0) {
 		warn("cannot start main as a green thread (%s): running it on the main thread",

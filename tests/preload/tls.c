@@ -15,11 +15,15 @@
  *   tls self       pthread_self() kept across a blocking call
  *   tls dlopen     a dlopen'ed library's __thread variable per thread
  *   tls guard      stack protector and setjmp/longjmp (pointer guard)
+ *   tls libc       glibc's per-thread state a new thread gets: the locale's
+ *                  ctype tables (printf("%f"), toupper), the resolver state
  *
  * Each prints "<name> wrong=N ..." and exits 0 if N == 0.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <dlfcn.h>
+#include <resolv.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -338,6 +342,38 @@ static int run_guard(void)
 	return 0;
 }
 
+/* ---- glibc's per-thread initialisation (__ctype_init, __resp) ------------------------ */
+
+static void *libc_thread(void *arg)
+{
+	int id = (int)(long)arg;
+	for (int i = 0; i < 20; i++) {
+		char buf[64];
+		snprintf(buf, sizeof buf, "%.2f", id + 0.25);
+		char want[64];
+		snprintf(want, sizeof want, "%d.25", id);
+		if (strcmp(buf, want) != 0 || toupper('q') != 'Q' || !isalpha('z') ||
+		    strtod("2.5", NULL) != 2.5)
+			bad("thread %ld: ctype/printf wrong (%ld)", id, i);
+		if (res_init() != 0 || __res_state() == NULL)
+			bad("thread %ld: res_init failed (%ld)", id, i);
+		usleep(1);
+		atomic_fetch_add(&total, 1);
+	}
+	return NULL;
+}
+
+static int run_libc(void)
+{
+	enum { N = 100 };
+	static pthread_t t[N];
+	for (long i = 0; i < N; i++)
+		pthread_create(&t[i], NULL, libc_thread, (void *)i);
+	for (int i = 0; i < N; i++)
+		pthread_join(t[i], NULL);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -365,6 +401,8 @@ int main(int argc, char **argv)
 		rc = run_dlopen(argv[0]);
 	} else if (!strcmp(c, "guard")) {
 		rc = run_guard();
+	} else if (!strcmp(c, "libc")) {
+		rc = run_libc();
 	} else {
 		return 2;
 	}
