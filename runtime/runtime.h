@@ -474,6 +474,7 @@ struct tlsinfo {
 	long off_tid;        /* offsetof(struct pthread, tid) */
 	long off_specific;   /* offsetof(struct pthread, specific) */
 	long off_list;       /* offsetof(struct pthread, list) */
+	long off_robust;     /* offsetof(struct pthread, robust_head) */
 	long off_rseq;       /* the rseq area from the thread pointer, or -1 */
 	intptr_t tls_m_off;  /* &tls_m minus the thread pointer (every block) */
 	intptr_t resp_off;   /* glibc's __resp (resolver state pointer), likewise */

@@ -85,7 +85,7 @@ static long tdb_off(const char *name, unsigned bits)
 static uintptr_t tp_self(void)
 {
 	uintptr_t tp;
-	__asm__("mov %%fs:0, %0" : "=r"(tp));
+	__asm__ volatile("mov %%fs:0, %0" : "=r"(tp)); /* not moved across an FS load */
 	return tp;
 }
 
@@ -153,6 +153,23 @@ bool tls_init(void)
 	if (rseq_off && rseq_size && *rseq_size >= 8 && *rseq_off > 0 &&
 	    (size_t)*rseq_off + 8 <= ti.tcbsize)
 		ti.off_rseq = *rseq_off;
+	/* robust_head, which libthread_db does not describe: an empty list
+	 * points to itself and is followed by futex_offset, the same in
+	 * every thread (glibc sets both at thread start) */
+	ti.off_robust = -1;
+	const char *cur = (const char *)tp_self();
+	for (size_t x = 8; x + 24 <= ti.tcbsize; x += 8)
+		if (*(const uintptr_t *)(cur + x) == (uintptr_t)(cur + x) &&
+		    *(const long *)(cur + x + 8) == -32) {
+			ti.off_robust = (long)x;
+			break;
+		}
+	if (ti.off_robust < 0) {
+		warn("WEFT_TLS=thread: cannot find glibc's robust mutex list in struct pthread: "
+		     "green threads share their OS thread's thread-local storage");
+		atomic_store_explicit(&state, 2, memory_order_release);
+		return false;
+	}
 	ti.tls_m_off = (intptr_t)&tls_m - (intptr_t)tp_self();
 	ti.resp_off = (intptr_t)resp - (intptr_t)tp_self();
 	/* the static TLS area below the TCB, with room to align it down, and
@@ -211,6 +228,10 @@ static char *block_fill(char *hi, int tid)
 	*(int *)(tcb + TCB_GSCOPE) = 0;
 	memcpy(tcb + TCB_COPY_LO, cur + TCB_COPY_LO, TCB_COPY_HI - TCB_COPY_LO);
 	*(int *)(tcb + tlsinfo.off_tid) = tid;
+	/* robust_head: an empty list (itself), futex_offset as glibc sets it;
+	 * the kernel is not told (set_robust_list is per OS thread) */
+	*(void **)(tcb + tlsinfo.off_robust) = tcb + tlsinfo.off_robust;
+	*(long *)(tcb + tlsinfo.off_robust + 8) = -32;
 	/* list: linked to itself, in no list of glibc's (a list_del is harmless) */
 	*(void **)(tcb + tlsinfo.off_list) = tcb + tlsinfo.off_list;
 	*(void **)(tcb + tlsinfo.off_list + 8) = tcb + tlsinfo.off_list;

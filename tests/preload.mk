@@ -20,7 +20,7 @@ $(BUILD)/tests/preload/%: tests/preload/%.c
 
 $(BUILD)/tests/preload/%: tests/preload/%.cc
 	@mkdir -p $(@D)
-	g++ -O2 -g -Wall -Wextra -Werror -pthread $< -o $@
+	$(CXX) -O2 -g -Wall -Wextra -Werror -pthread $< -o $@
 
 $(BUILD)/tests/preload/libtlsmod.so: tests/preload/lib/tlsmod.c
 	@mkdir -p $(@D)

@@ -11,6 +11,7 @@
  *                  (20 pairs of threads, R rounds each; default 5,000:
  *                  100,000 reads)
  *   tls var        a __thread int per thread, across 100 blocking calls
+ *                  (and main sees what a constructor left in its own)
  *   tls flock      flockfile held across a blocking call: no interleaving
  *   tls self       pthread_self() kept across a blocking call
  *   tls dlopen     a dlopen'ed library's __thread variable per thread
@@ -155,6 +156,12 @@ static void *eagain_reader(void *arg)
 
 static __thread int tv;
 static __thread char tbuf[64] = "initial";
+static __thread int ctor_tv; /* set by a constructor, on the main thread */
+
+__attribute__((constructor)) static void set_ctor_tv(void)
+{
+	ctor_tv = 77;
+}
 
 static void *var_thread(void *arg)
 {
@@ -177,6 +184,8 @@ static void *var_thread(void *arg)
 static int run_var(void)
 {
 	enum { N = 1000 };
+	if (ctor_tv != 77) /* main keeps the main thread's thread-locals */
+		bad("main reads the constructor's __thread as %ld, want %ld", ctor_tv, 77);
 	static pthread_t t[N];
 	for (long i = 0; i < N; i++)
 		if (pthread_create(&t[i], NULL, var_thread, (void *)(i + 1)) != 0)
