@@ -6,6 +6,8 @@
 #   make bench           benchmarks side by side with their peers
 #   make demo            the preloaded thread-per-connection echo server demo
 #   make install PREFIX=/usr/local
+#   make fresh-check     the README's two commands in a fresh Debian 12 root
+#                        (scripts/fresh-debian.sh; root, debootstrap)
 
 CC ?= cc
 CXX ?= c++
@@ -29,10 +31,39 @@ endif
 ifneq ($(VALGRIND),)
 BASEFLAGS += -DWEFT_VALGRIND
 endif
-CFLAGS_LIB := $(BASEFLAGS) -std=gnu11 -fPIC -fvisibility=hidden -Iinclude -Iruntime
+# Debian's hardening (hardening-check): stack protector, stack clash
+# protection, CET markers, fortified libc calls (not with sanitizers, which
+# intercept the same calls), full RELRO and immediate binding.  The shim's
+# interposition does not depend on lazy binding.
+HARDEN := -fstack-protector-strong -fstack-clash-protection -fcf-protection \
+	$(if $(SAN),,-D_FORTIFY_SOURCE=2)
+LDFLAGS_HARDEN := -Wl,-z,relro -Wl,-z,now -Wl,-z,noexecstack
+CFLAGS_LIB := $(BASEFLAGS) $(HARDEN) -std=gnu11 -fPIC -fvisibility=hidden -Iinclude -Iruntime
 LDFLAGS_SAN := $(if $(SAN),-fsanitize=$(SAN))
 
-JEMALLOC_A := $(firstword $(wildcard /usr/lib/*/libjemalloc_pic.a /usr/lib/libjemalloc_pic.a))
+# ---- dependencies ------------------------------------------------------------
+# Nothing that depends on an installed package is decided before the package
+# is installed: make first remakes the included $(DEPS_MK), which runs
+# scripts/deps.sh for the tiers the goals need (installing, as root, what is
+# missing) and records where the libraries are; then make restarts and reads
+# it.  Each set of tiers has its own file, so "make test" after "make" still
+# installs Criterion.  The links depend on the library files themselves: a
+# library that appears or changes later relinks what uses it.
+.DEFAULT_GOAL := all
+space := $(subst ,, )
+DEPS_TIERS := build $(if $(filter test test-gdb,$(MAKECMDGOALS)),test) \
+	$(if $(filter demo,$(MAKECMDGOALS)),demo) $(if $(filter bench bench-%,$(MAKECMDGOALS)),bench) \
+	$(if $(VALGRIND)$(filter test-valgrind valgrind-run,$(MAKECMDGOALS)),valgrind)
+DEPS_MK := $(BUILD)/.deps/$(subst $(space),-,$(strip $(DEPS_TIERS))).mk
+$(DEPS_MK): scripts/deps.sh
+	@mkdir -p $(@D)
+	@scripts/deps.sh $(DEPS_TIERS)
+	@scripts/deps.sh --paths > $@.tmp && mv $@.tmp $@
+ifeq ($(filter-out clean,$(MAKECMDGOALS))$(if $(MAKECMDGOALS),,all),)
+JEMALLOC_A :=
+else
+include $(DEPS_MK)
+endif
 
 RUNTIME_SRC := $(wildcard runtime/*.c)
 HOOK_SRC := $(wildcard hook/*.c)
@@ -51,47 +82,53 @@ PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(BUILD)/obj/%.o)
 PRELOAD_SO := $(BUILD)/lib/libweft_preload.so
 LAUNCHER := $(BUILD)/bin/weft
 
-.PHONY: all deps test bench demo install clean
+.PHONY: all deps test bench demo install clean fresh-check
 all: $(SO) $(AR_LIB) $(if $(PRELOAD_SRC),$(PRELOAD_SO)) $(if $(wildcard tools/weft.c),$(LAUNCHER))
 
 deps:
-	@scripts/deps.sh build
+	@scripts/deps.sh $(DEPS_TIERS)
 
-$(BUILD)/.deps-ok:
-	@scripts/deps.sh build
-	@mkdir -p $(@D) && touch $@
+# Objects and links depend on the flags they were made with: a change of
+# flags (or compiler) rebuilds, as a change of source does.
+FLAGS_STAMP := $(BUILD)/.flags
+FLAGS_NOW := $(CC) $(CFLAGS_LIB) | $(SO_LDFLAGS) $(LIBS) | $(HARDEN) $(LDFLAGS_HARDEN)
+$(shell mkdir -p $(BUILD) && { [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || \
+	printf '%s\n' '$(FLAGS_NOW)' > $(FLAGS_STAMP); })
 
-$(BUILD)/obj/%.o: %.c $(HDRS) $(BUILD)/.deps-ok
+$(BUILD)/obj/%.o: %.c $(HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -c $< -o $@
 
-$(BUILD)/obj/%.o: %.S
+$(BUILD)/obj/%.o: %.S $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -c $< -o $@
 
 # jemalloc is linked in privately: its malloc/free stay hidden in libweft
-$(SO): $(LIB_OBJ)
+# -z defs: a symbol no library provides is a link error, never a run-time
+# "symbol lookup error" (tests/test_link.c checks the result)
+SO_LDFLAGS := -shared -Wl,-z,defs -Wl,--exclude-libs,ALL $(LDFLAGS_HARDEN) $(LDFLAGS_SAN) -pthread
+$(SO): $(LIB_OBJ) $(JEMALLOC_A) $(UNWIND_SO) $(FLAGS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) -shared -o $@ $(LIB_OBJ) $(JEMALLOC_A) -Wl,--exclude-libs,ALL \
-		-Wl,-soname,libweft.so $(LDFLAGS_SAN) -pthread $(LIBS)
+	$(CC) $(SO_LDFLAGS) -o $@ $(LIB_OBJ) $(JEMALLOC_A) -Wl,-soname,libweft.so $(LIBS)
 
 # the static library is one relocatable object with only weft's API (and
 # hooked libc names) global, so jemalloc's malloc never leaks out
-$(AR_LIB): $(LIB_OBJ) $(SO)
+$(AR_LIB): $(LIB_OBJ) $(SO) $(JEMALLOC_A)
 	@mkdir -p $(BUILD)/obj
 	ld -r -o $(BUILD)/obj/weft-all.o $(LIB_OBJ) $(JEMALLOC_A)
 	nm -D --defined-only $(SO) | awk '{print $$3}' | sort -u > $(BUILD)/obj/weft.syms
 	objcopy --keep-global-symbols=$(BUILD)/obj/weft.syms $(BUILD)/obj/weft-all.o $(BUILD)/obj/weft-keep.o
 	rm -f $@ && ar rcs $@ $(BUILD)/obj/weft-keep.o
 
-$(PRELOAD_SO): $(LIB_OBJ) $(PRELOAD_OBJ)
+$(PRELOAD_SO): $(LIB_OBJ) $(PRELOAD_OBJ) $(JEMALLOC_A) $(UNWIND_SO) $(FLAGS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) -shared -o $@ $(LIB_OBJ) $(PRELOAD_OBJ) $(JEMALLOC_A) -Wl,--exclude-libs,ALL \
-		-Wl,-soname,libweft_preload.so $(LDFLAGS_SAN) -pthread $(LIBS)
+	$(CC) $(SO_LDFLAGS) -o $@ $(LIB_OBJ) $(PRELOAD_OBJ) $(JEMALLOC_A) \
+		-Wl,-soname,libweft_preload.so $(LIBS)
 
-$(LAUNCHER): tools/weft.c $(BUILD)/.deps-ok
+$(LAUNCHER): tools/weft.c $(FLAGS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(BASEFLAGS) -std=gnu11 -Iinclude -DWEFT_LIBDIR='"$(abspath $(BUILD)/lib)"' $< -o $@
+	$(CC) $(BASEFLAGS) $(HARDEN) -fPIE -pie -std=gnu11 -Iinclude \
+		-DWEFT_LIBDIR='"$(abspath $(BUILD)/lib)"' $< -o $@ $(LDFLAGS_HARDEN)
 
 # ---- tests ------------------------------------------------------------------
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -102,6 +139,15 @@ TEST_LDFLAGS := -L$(BUILD)/lib -Wl,-rpath,$(abspath $(BUILD)/lib) -lweft -lcrite
 $(BUILD)/tests/%: tests/%.c tests/helpers.h $(SO)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) $< -o $@ $(TEST_LDFLAGS)
+
+# test_link checks the libraries themselves: it needs them all built
+$(BUILD)/tests/test_link: TEST_CFLAGS += -DWEFT_LIBDIR='"$(abspath $(BUILD)/lib)"' \
+	-DWEFT_SRCDIR='"$(CURDIR)"'
+$(BUILD)/tests/test_link: $(PRELOAD_SO)
+
+$(BUILD)/tests/test_hardening: TEST_CFLAGS += -DWEFT_LIBDIR='"$(abspath $(BUILD)/lib)"' \
+	-DWEFT_BINDIR='"$(abspath $(BUILD)/bin)"'
+$(BUILD)/tests/test_hardening: $(PRELOAD_SO) $(LAUNCHER)
 
 TEST_ENV := ASAN_OPTIONS=detect_leaks=0:detect_stack_use_after_return=0 UBSAN_OPTIONS=print_stacktrace=1
 test: $(TEST_BIN)
@@ -118,6 +164,9 @@ install: all
 
 clean:
 	rm -rf build
+
+fresh-check:
+	scripts/fresh-debian.sh
 
 include bench/peers.mk
 -include bench/weft.mk bench/hook.mk bench/bench.mk

@@ -46,17 +46,38 @@ $(BUILD)/bench/weft/%: bench/weft/%.c include/weft.h $(BENCH_LIB) bench/bench.mk
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_CFLAGS) $< -o $@ $(BENCH_LDFLAGS)
 
-# The peers need Go, Boost, gnuplot, taskset: install what is missing.
+# A plain pthread program (no weft linked in), run natively and under the
+# shim: pthread_kill to handler start (docs/preload.md, Signals).
+$(BUILD)/bench/siglat: bench/siglat.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -g -Wall -Wextra -Werror -std=gnu11 -pthread $< -o $@
+
+# The Go and Boost peers need their toolchains: install what is missing
+# (make bench's own tier does it first; this covers building a peer alone).
+# loadgen and the echo servers need nothing more, so make demo installs no
+# Go, Boost or gnuplot.
 .PHONY: bench-deps bench-weft
 bench-deps:
 	@scripts/deps.sh bench
-$(PEERS_BINS): | bench-deps
+$(PEERS_GO_BINS) $(BUILD)/bench/peers/boost_switch: | bench-deps
 
 bench-weft: $(BENCH_WEFT_BINS)
 
+# the machine's floors, printed and stored beside every run (bench/floors.c)
+$(BUILD)/bench/floors: bench/floors.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -g $(WARN) $< -o $@
+
+# MariaDB (thread per connection) under sysbench: native, weft run, and
+# MariaDB's own pool of threads (skips when mariadb-server or sysbench is
+# not installed; MDB_* knobs in the script)
+.PHONY: bench-mariadb
+bench-mariadb: $(PRELOAD_SO) $(LAUNCHER)
+	BUILD=$(BUILD) bench/mariadb.sh $(MDB_THREADS)
+
 # Weft programs are built with -k: one that does not compile yet (another
 # engineer's work in progress) shows up as "not built", the rest still run.
-bench: all bench-peers
+bench: all bench-peers $(BUILD)/bench/floors
 	@$(MAKE) --no-print-directory -k bench-weft || \
 		echo "bench: some weft benchmark programs did not build; they are reported as not built" >&2
 	BUILD=$(BUILD) python3 bench/run.py $(if $(filter-out 0,$(QUICK)),--quick) \

@@ -691,11 +691,29 @@ def machine():
     ]
 
 
+FLOOR_KEYS = [("syscall_ns", "system call", "ns"), ("clock_ns", "vDSO clock", "ns"),
+              ("fault_us", "first-touch page", "us"), ("populate_us", "bulk-populated page", "us"),
+              ("touch_us", "first user write to a populated page", "us")]
+
+
+def floors():
+    """The machine's floors now (bench/floors.c): {key: value}, {} if not built."""
+    exe = ROOT / BUILD / "bench" / "floors"
+    if not exe.exists():
+        return {}
+    return {k: float(v) for k, v in (parse_kv(sh(str(exe))) or {}).items()}
+
+
+def floors_text(before, after):
+    return "; ".join(f"{label} {before.get(k, float('nan')):.3g} / {after.get(k, float('nan')):.3g} {u}"
+                     for k, label, u in FLOOR_KEYS if k in before or k in after)
+
+
 # ---------------------------------------------------------------------------
 # outputs: CSV
 
 
-def write_csv(path, benches, stamp, mode):
+def write_csv(path, benches, stamp, mode, fl=None):
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)
@@ -716,6 +734,13 @@ def write_csv(path, benches, stamp, mode):
                                 " ".join(f"{v:.6g}" for v in vals),
                                 "" if r is None else f"{r:.4g}", status_word(st),
                                 ref_command(ref)])
+        # the machine's floors, measured before and after the benchmarks
+        for when, vals in (fl or {}).items():
+            for k, label, u in FLOOR_KEYS:
+                if k in vals:
+                    w.writerow([stamp, mode, "floor", k, f"{label} ({when})", u, "lower",
+                                "machine", "", f"{vals[k]:.6g}", 1, f"{vals[k]:.6g}", "", "ok",
+                                f"{BUILD}/bench/floors"])
 
 
 def ref_command(ref):
@@ -1156,6 +1181,12 @@ def readme_section(benches, meta):
          + (f"  Other processes used {meta['foreign']:.0%} of the CPUs during that run, so "
             "these figures are noisier than usual." if meta["foreign"] >= 0.25 else ""), "",
          headline_table(benches, "docs/benchmarks.md"), ""]
+    fl = meta.get("floors") or {}
+    if fl.get("before"):
+        L += ["The machine's floors in the same run (before / after; bench/floors.c): "
+              + floors_text(fl["before"], fl.get("after") or {}) + ".  Read a figure "
+              "as a ratio to these and to the peer beside it: machines of the same kind "
+              "differ most in the cost of a first-touched page.", ""]
     return "\n".join(L) + "\n"
 
 
@@ -1242,6 +1273,10 @@ def main():
     else:
         print(f"bench: {mode} run, {len(benches)} benchmarks, {warm} warm-up + {runs} counted "
               f"rounds each (. ok, ! suspect, x failed)", flush=True)
+        fl0 = floors()
+        if fl0:
+            print("bench: machine floors: " + ", ".join(
+                f"{label} {fl0[k]:.3g} {u}" for k, label, u in FLOOR_KEYS if k in fl0), flush=True)
         t0 = time.monotonic()
         busy0, ours0 = cpu_busy()
         load0 = os.getloadavg()[0]
@@ -1258,6 +1293,11 @@ def main():
             "command": "make bench" + (" QUICK=1" if args.quick else "")
             + (f" ONLY='{args.only}'" if args.only else ""),
         }
+        meta["floors"] = {"before": fl0, "after": floors()}
+        if fl0:
+            meta["machine"].append(("floors (before / after the run)",
+                                    floors_text(fl0, meta["floors"]["after"])))
+            print("bench: machine floors after: " + floors_text(fl0, meta["floors"]["after"]))
         meta["cpu"] = meta["machine"][0][1]
         raw_path.parent.mkdir(parents=True, exist_ok=True)
         raw_path.write_text(json.dumps({
@@ -1267,7 +1307,7 @@ def main():
                                "seconds": sd.seconds} for b in benches for sd in b.sides},
         }, indent=1))
     wall = meta["wall"]
-    write_csv(csv_path, benches, today, mode)
+    write_csv(csv_path, benches, today, mode, meta.get("floors"))
     plots = make_plots(benches, docs / "img")
     docs.mkdir(parents=True, exist_ok=True)
     csv_rel = os.path.relpath(csv_path, ROOT)

@@ -4,11 +4,12 @@
  * close, fclose, dup, dup2, dup3, fcntl, fcntl64, ioctl, setsockopt,
  * getsockopt.
  *
- * Files made on a G are made non-blocking underneath (SOCK_NONBLOCK,
- * O_NONBLOCK, EFD_NONBLOCK: no extra system call) and their descriptor
- * records the program's own view.  fcntl F_GETFL and ioctl FIONBIO keep
- * up that view.  close and dup2 onto an fd wake the Gs parked on it with
- * EBADF before the number can be reused.
+ * Files are made exactly as the program asks: weft never sets
+ * O_NONBLOCK (its tries are per call, hook.c io_try).  The descriptor of
+ * a new file records its kind (socket, pipe) and whether the program
+ * made it non-blocking; fcntl F_SETFL and ioctl FIONBIO keep that up.
+ * close and dup2 onto an fd wake the Gs parked on it with EBADF before
+ * the number can be reused.
  */
 #include "hook.h"
 
@@ -57,25 +58,18 @@ static bool is_tcp(int domain, int type, int proto)
 
 HOOK int socket(int domain, int type, int proto)
 {
-	if (!rt_started())
-		return REAL(socket)(domain, type, proto);
-	bool ong = hook_g() != NULL;
-	bool usernb = type & SOCK_NONBLOCK;
-	int fd = REAL(socket)(domain, ong ? type | SOCK_NONBLOCK : type, proto);
-	if (fd >= 0)
-		pd_reset(fd, newfd_flags(ong, usernb, is_tcp(domain, type, proto)));
+	int fd = REAL(socket)(domain, type, proto);
+	if (fd >= 0 && rt_started())
+		pd_reset(fd, newfd_flags(type & SOCK_NONBLOCK,
+					 PD_SOCK | (is_tcp(domain, type, proto) ? PD_DRAINOK : 0)));
 	return fd;
 }
 
 HOOK int socketpair(int domain, int type, int proto, int sv[2])
 {
-	if (!rt_started())
-		return REAL(socketpair)(domain, type, proto, sv);
-	bool ong = hook_g() != NULL;
-	bool usernb = type & SOCK_NONBLOCK;
-	int r = REAL(socketpair)(domain, ong ? type | SOCK_NONBLOCK : type, proto, sv);
-	if (r == 0) {
-		uint32_t f = newfd_flags(ong, usernb, false);
+	int r = REAL(socketpair)(domain, type, proto, sv);
+	if (r == 0 && rt_started()) {
+		uint32_t f = newfd_flags(type & SOCK_NONBLOCK, PD_SOCK);
 		pd_reset(sv[0], f);
 		pd_reset(sv[1], f);
 	}
@@ -84,13 +78,11 @@ HOOK int socketpair(int domain, int type, int proto, int sv[2])
 
 static int do_pipe2(int fds[2], int flags, bool is2)
 {
-	if (!rt_started())
-		return is2 ? REAL(pipe2)(fds, flags) : REAL(pipe)(fds);
-	bool ong = hook_g() != NULL;
-	int r = ong ? REAL(pipe2)(fds, flags | O_NONBLOCK)
-		    : is2 ? REAL(pipe2)(fds, flags) : REAL(pipe)(fds);
-	if (r == 0) {
-		uint32_t f = newfd_flags(ong, flags & O_NONBLOCK, !(flags & O_DIRECT));
+	int r = is2 ? REAL(pipe2)(fds, flags) : REAL(pipe)(fds);
+	if (r == 0 && rt_started()) {
+		/* a packet-mode (O_DIRECT) pipe returns one write per read */
+		uint32_t f = newfd_flags(flags & O_NONBLOCK,
+					 PD_NOWAIT | (flags & O_DIRECT ? 0 : PD_DRAINOK));
 		pd_reset(fds[0], f);
 		pd_reset(fds[1], f);
 	}
@@ -109,12 +101,9 @@ HOOK int pipe2(int fds[2], int flags)
 
 HOOK int eventfd(unsigned int initval, int flags)
 {
-	if (!rt_started())
-		return REAL(eventfd)(initval, flags);
-	bool ong = hook_g() != NULL;
-	int fd = REAL(eventfd)(initval, ong ? flags | EFD_NONBLOCK : flags);
-	if (fd >= 0)
-		pd_reset(fd, newfd_flags(ong, flags & EFD_NONBLOCK, false));
+	int fd = REAL(eventfd)(initval, flags);
+	if (fd >= 0 && rt_started())
+		pd_reset(fd, newfd_flags(flags & EFD_NONBLOCK, PD_NOWAIT));
 	return fd;
 }
 
@@ -136,12 +125,13 @@ static int do_accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags,
 			pd_reset(r, 0);
 		return r;
 	}
-	bool ong = mode == IO_POLL;
-	struct sc s = SC(SYS_accept4, fd, (long)addr, (long)alen, ong ? flags | SOCK_NONBLOCK : flags);
+	/* no per-call flag for accept: poll, then accept4 under entersyscall */
+	struct sc s = SC(SYS_accept4, fd, (long)addr, (long)alen, flags);
 	long nfd = io_once(&io, &s, 0, false);
 	if (nfd >= 0) {
 		bool tcp = fdflags(io.r.d) & PD_DRAINOK; /* the listener is TCP */
-		pd_reset((int)nfd, newfd_flags(ong, flags & SOCK_NONBLOCK, tcp));
+		pd_reset((int)nfd, newfd_flags(flags & SOCK_NONBLOCK,
+					       PD_SOCK | (tcp ? PD_DRAINOK : 0)));
 	}
 	return (int)sysret(nfd);
 }
@@ -154,6 +144,25 @@ HOOK int accept(int fd, struct sockaddr *addr, socklen_t *alen)
 HOOK int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 {
 	return do_accept4(fd, addr, alen, flags, true);
+}
+
+/* One connect that does not wait.  connect has no per-call flag, so
+ * this is the one place weft touches a file's O_NONBLOCK: set for the
+ * length of this one system call on this thread and put back to exactly
+ * what it was before the G parks (the connection goes on in the kernel
+ * either way).  Another thread of the program reading F_GETFL during the
+ * call itself would see it; nothing is left behind. */
+static long connect_nb(int fd, const struct sockaddr *addr, socklen_t alen)
+{
+	long fl = sys3(SYS_fcntl, fd, F_GETFL, 0);
+	if (fl < 0)
+		return fl;
+	long r = sys3(SYS_fcntl, fd, F_SETFL, fl | O_NONBLOCK);
+	if (r < 0)
+		return r;
+	r = sys3(SYS_connect, fd, addr, alen);
+	(void)sys3(SYS_fcntl, fd, F_SETFL, fl);
+	return r;
 }
 
 /* A blocking AF_UNIX connect to a full backlog waits inside the kernel
@@ -174,7 +183,7 @@ static long connect_backoff(struct io *io, const struct sockaddr *addr, socklen_
 			(void)sys3(SYS_nanosleep, &ts, 0, 0);
 		}
 		io_snap(io, false);
-		r = sys3(SYS_connect, io->fd, addr, alen);
+		r = connect_nb(io->fd, addr, alen);
 	} while (r == -EAGAIN);
 	return r;
 }
@@ -187,7 +196,7 @@ static long connect_wait(struct io *io, const struct sockaddr *addr, socklen_t a
 {
 	int fd = io->fd;
 	io_snap(io, false);
-	long r = sys3(SYS_connect, fd, addr, alen);
+	long r = connect_nb(fd, addr, alen);
 	if (r == -EAGAIN)
 		r = connect_backoff(io, addr, alen);
 	while (r == -EINPROGRESS || r == -EALREADY) {
@@ -202,7 +211,7 @@ static long connect_wait(struct io *io, const struct sockaddr *addr, socklen_t a
 		if (err)
 			return -err;
 		io_snap(io, false);
-		r = sys3(SYS_connect, fd, addr, alen);
+		r = connect_nb(fd, addr, alen);
 		if (r == -EISCONN)
 			r = 0;
 	}
@@ -297,49 +306,28 @@ HOOK int dup3(int oldfd, int newfd, int flags)
 
 /* ---- modes -------------------------------------------------------------------- */
 
-/* Is the real O_NONBLOCK ours, with the program's view in PD_USERNB? */
-static struct pd *nbset_pd(int fd)
-{
-	struct pd *d = rt_started() ? pd_lookup(fd) : NULL;
-	return (fdflags(d) & (PD_KNOWN | PD_NBSET)) == (PD_KNOWN | PD_NBSET) ? d : NULL;
-}
-
-static void set_usernb(struct pd *d, bool on)
-{
-	uint32_t f = fdflags(d);
-	uint32_t want = on ? f | PD_USERNB : f & ~PD_USERNB;
-	atomic_compare_exchange_strong(&d->flags, &f, want); /* lost a race with close: fine */
-}
-
-/* The program changed the mode itself: work it out again at next use. */
-static void forget(int fd)
+/* The program set or cleared O_NONBLOCK on fd's file (F_SETFL, FIONBIO).
+ * Non-blocking: its calls pass from now on.  Blocking again: worked out
+ * afresh at next use (pd_init: pollable? kind?).  Lost a race with a
+ * close: fine, the next file starts afresh anyway. */
+static void setmode(int fd, bool nb)
 {
 	struct pd *d = rt_started() ? pd_lookup(fd) : NULL;
 	uint32_t f = fdflags(d);
-	if (f & PD_KNOWN)
-		atomic_compare_exchange_strong(&d->flags, &f, f & (PD_REG | PD_NOPOLL));
+	if (!(f & PD_KNOWN) || !(f & PD_USERNB) == !nb)
+		return;
+	uint32_t want = nb ? f | PD_USERNB : f & (PD_REG | PD_NOPOLL | PD_NODRAIN);
+	atomic_compare_exchange_strong(&d->flags, &f, want);
 }
 
 static int do_fcntl(int fd, int cmd, long arg, int (*real)(int, int, ...))
 {
-	struct pd *d;
 	int r;
 	switch (cmd) {
-	case F_GETFL:
-		r = real(fd, cmd);
-		if (r >= 0 && (d = nbset_pd(fd)) && !(fdflags(d) & PD_USERNB))
-			r &= ~O_NONBLOCK;
-		return r;
 	case F_SETFL:
-		if ((d = nbset_pd(fd))) {
-			r = real(fd, cmd, arg | O_NONBLOCK);
-			if (r == 0)
-				set_usernb(d, arg & O_NONBLOCK);
-			return r;
-		}
 		r = real(fd, cmd, arg);
 		if (r == 0)
-			forget(fd);
+			setmode(fd, arg & O_NONBLOCK);
 		return r;
 	case F_DUPFD:
 	case F_DUPFD_CLOEXEC:
@@ -351,7 +339,7 @@ static int do_fcntl(int fd, int cmd, long arg, int (*real)(int, int, ...))
 	case F_OFD_SETLKW:
 		return BLOCKING(hook_g() != NULL, real(fd, cmd, arg));
 	default:
-		return real(fd, cmd, arg);
+		return real(fd, cmd, arg); /* F_GETFL: the kernel's flags are the program's */
 	}
 }
 
@@ -381,19 +369,9 @@ HOOK int ioctl(int fd, unsigned long req, ...)
 	va_start(ap, req);
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
-	if (req != FIONBIO)
-		return REAL(ioctl)(fd, req, arg);
-	struct pd *d = nbset_pd(fd);
-	if (!d) {
-		int r = REAL(ioctl)(fd, req, arg);
-		if (r == 0)
-			forget(fd);
-		return r;
-	}
-	int one = 1; /* underneath it stays non-blocking */
-	int r = REAL(ioctl)(fd, req, &one);
-	if (r == 0)
-		set_usernb(d, *(int *)arg != 0);
+	int r = REAL(ioctl)(fd, req, arg);
+	if (req == FIONBIO && r == 0)
+		setmode(fd, *(int *)arg != 0);
 	return r;
 }
 

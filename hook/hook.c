@@ -1,11 +1,12 @@
 /*
  * hook.c - the machinery every hook uses: finding the real functions,
- * errno, and the drivers that turn a non-blocking call into a blocking
- * one by parking the G (or, on a plain thread, by poll(2)).
+ * errno, trying a call without blocking, and the drivers that turn such
+ * tries into a blocking call by parking the G.
  */
 #include "hook.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdint.h>
 #include <string.h>
@@ -51,21 +52,40 @@ void blk_exit(void)
 	errno_set(e);
 }
 
-void g_sleep_until(int64_t deadline)
+int g_sleep_until(int64_t deadline)
 {
+	struct g *gp = getg();
+	bool armed = gp->introk;
 	struct waiter w;
-	waiter_init(&w);
-	while (waiter_block(&w, NULL, NULL, W_SLEEP, deadline))
-		waiter_init(&w); /* nobody wakes a sleeper; be safe anyway */
+	for (;;) {
+		gp->introk = armed;
+		waiter_init(&w);
+		if (!waiter_block(&w, NULL, NULL, W_SLEEP, deadline))
+			break;
+		/* nobody wakes a sleeper; be safe anyway */
+	}
+	gp->introk = false;
+	return armed && g_interrupted() ? -EINTR : 0;
 }
 
-uint32_t newfd_flags(bool ong, bool usernb, bool drainok)
+int (*hook_sigrun)(void);
+void (*hook_cancel)(void);
+
+long hook_eintr(bool restartable)
 {
-	if (!ong)
-		return 0; /* worked out on first use by a G */
+	if (hook_cancel)
+		hook_cancel();
+	int r = hook_sigrun ? hook_sigrun() : 0;
+	if (!(r & SIGRUN_RAN) || (restartable && (r & SIGRUN_RESTART)))
+		return 0;
+	return -EINTR;
+}
+
+uint32_t newfd_flags(bool usernb, uint32_t kind)
+{
 	if (usernb)
-		return PD_KNOWN | PD_USERNB;
-	return PD_KNOWN | PD_NBSET | (drainok ? PD_DRAINOK : 0);
+		return PD_KNOWN | PD_USERNB; /* its calls pass: kind worked out if it changes */
+	return PD_KNOWN | kind;
 }
 
 /* ---- deciding ------------------------------------------------------------- */
@@ -74,40 +94,133 @@ int io_begin(struct io *io, int fd, unsigned dir)
 {
 	if (fd < 0 || !rt_started())
 		return IO_PASS;
-	struct g *gp = hook_g();
-	struct pd *d;
-	int mode;
-	if (!gp) {
-		d = pd_lookup(fd);
-		if (!d || (atomic_load_explicit(&d->flags, memory_order_acquire) &
-			   (PD_NBSET | PD_USERNB | PD_CLOSING)) != PD_NBSET)
-			return IO_PASS;
-		mode = IO_EMUL;
-	} else {
-		d = pd_get(fd);
-		if (!d)
-			return IO_SYSCALL;
-		uint32_t f = atomic_load_explicit(&d->flags, memory_order_acquire);
-		if (unlikely(!(f & PD_KNOWN))) {
-			if (pd_init(d, fd) < 0)
-				return IO_PASS; /* let the real call report it */
-			f = atomic_load_explicit(&d->flags, memory_order_acquire);
-		}
-		if (f & PD_CLOSING)
-			return IO_BADF;
-		if (f & PD_USERNB)
-			return IO_PASS;
-		if (f & PD_SYSCALL)
-			return IO_SYSCALL;
-		mode = IO_POLL;
+	if (!hook_g())
+		return IO_PASS; /* a plain thread: the file blocks as the program made it */
+	struct pd *d = pd_get(fd);
+	if (!d)
+		return IO_SYSCALL;
+	uint32_t f = atomic_load_explicit(&d->flags, memory_order_acquire);
+	if (unlikely(!(f & PD_KNOWN))) {
+		if (pd_init(d, fd) < 0)
+			return IO_PASS; /* let the real call report it */
+		f = atomic_load_explicit(&d->flags, memory_order_acquire);
 	}
+	if (f & PD_CLOSING)
+		return IO_BADF;
+	if (f & PD_USERNB)
+		return IO_PASS;
+	if (f & PD_SYSCALL)
+		return IO_SYSCALL;
 	io->fd = fd;
-	io->mode = mode;
+	io->mode = IO_POLL;
+	io->kind = f & (PD_SOCK | PD_NOWAIT);
 	io->deadline = INT64_MIN;
 	io->r.d = d;
 	io->r.seq = atomic_load_explicit(&d->seq, memory_order_acquire);
 	io->r.mask = dir;
-	return mode;
+	return IO_POLL;
+}
+
+/* ---- trying without blocking ----------------------------------------------- */
+
+/* A socket: the same call with MSG_DONTWAIT.  read and write on a socket
+ * are recv and send with no flags (sock_read_iter), readv and writev
+ * recvmsg and sendmsg; a read of nothing returns 0 without looking at
+ * the socket (a zero-length recv would take a datagram). */
+static long try_sock(const struct sc *s, bool *done)
+{
+	long fd = s->a[0];
+	*done = true;
+	switch (s->nr) {
+	case SYS_read:
+		if (s->a[2] == 0)
+			return 0;
+		return sys6(SYS_recvfrom, fd, s->a[1], s->a[2], MSG_DONTWAIT, 0, 0);
+	case SYS_write:
+		return sys6(SYS_sendto, fd, s->a[1], s->a[2], MSG_DONTWAIT, 0, 0);
+	case SYS_readv:
+	case SYS_writev: {
+		struct msghdr m = { .msg_iov = (struct iovec *)s->a[1], .msg_iovlen = (size_t)s->a[2] };
+		if (s->nr == SYS_readv) {
+			size_t n = 0;
+			for (long i = 0; i < s->a[2] && s->a[2] <= IOV_MAX; i++)
+				n += m.msg_iov[i].iov_len;
+			if (n == 0 && s->a[2] >= 0 && s->a[2] <= IOV_MAX)
+				return 0;
+			return sys3(SYS_recvmsg, fd, &m, MSG_DONTWAIT);
+		}
+		return sys3(SYS_sendmsg, fd, &m, MSG_DONTWAIT);
+	}
+	case SYS_recvfrom:
+	case SYS_sendto:
+	case SYS_recvmmsg:
+	case SYS_sendmmsg:
+		return sys6(s->nr, fd, s->a[1], s->a[2], s->a[3] | MSG_DONTWAIT, s->a[4], s->a[5]);
+	case SYS_recvmsg:
+	case SYS_sendmsg:
+		return sys3(s->nr, fd, s->a[1], s->a[2] | MSG_DONTWAIT);
+	}
+	*done = false; /* accept4: no per-call flag */
+	return 0;
+}
+
+/* Not a socket: preadv2/pwritev2 at the current position with
+ * RWF_NOWAIT (pipes, eventfd and timerfd reads).  *done false when the
+ * call has no such form. */
+static long try_nowait(const struct sc *s, bool *done)
+{
+	struct iovec one = { (void *)s->a[1], (size_t)s->a[2] };
+	*done = true;
+	switch (s->nr) {
+	case SYS_read:
+		return sys6(SYS_preadv2, s->a[0], (long)&one, 1, -1, 0, RWF_NOWAIT);
+	case SYS_write:
+		return sys6(SYS_pwritev2, s->a[0], (long)&one, 1, -1, 0, RWF_NOWAIT);
+	case SYS_readv:
+		return sys6(SYS_preadv2, s->a[0], s->a[1], s->a[2], -1, 0, RWF_NOWAIT);
+	case SYS_writev:
+		return sys6(SYS_pwritev2, s->a[0], s->a[1], s->a[2], -1, 0, RWF_NOWAIT);
+	}
+	*done = false;
+	return 0;
+}
+
+/* Anything else: ask poll(2) without waiting, then make the call under
+ * entersyscall.  If another thread takes what poll saw first, the call
+ * blocks its OS thread (the P moves on after 20 us), as it would
+ * natively. */
+static long try_check(struct io *io, const struct sc *s)
+{
+	struct pollfd p = { io->fd, io->r.mask == PD_READ ? POLLIN : POLLOUT, 0 };
+	long r = sys3(SYS_poll, &p, 1, 0);
+	if (r < 0)
+		return r;
+	if (r == 0)
+		return -EAGAIN;
+	blk_enter();
+	r = sc_do(s);
+	blk_exit();
+	return r;
+}
+
+long io_try(struct io *io, const struct sc *s)
+{
+	bool done = false;
+	long r = 0;
+	if (io->kind & PD_SOCK) {
+		r = try_sock(s, &done);
+	} else if (io->kind & PD_NOWAIT) {
+		r = try_nowait(s, &done);
+		if (done && r == -EOPNOTSUPP) {
+			/* the kernel does not honour RWF_NOWAIT for this file
+			 * (named FIFO, tty, inotify, eventfd writes...): poll
+			 * first from now on */
+			atomic_fetch_and(&io->r.d->flags, ~(uint32_t)PD_NOWAIT);
+			io->kind = 0;
+			done = false;
+		}
+	}
+	return done ? r : try_check(io, s);
 }
 
 bool io_snap(struct io *io, bool drains)
@@ -152,36 +265,19 @@ static int64_t io_deadline(struct io *io)
 	return io->deadline;
 }
 
-/* A plain thread: poll(2) the fd until ready or the deadline. */
-static long emul_wait(struct io *io, int64_t deadline)
-{
-	struct pollfd p = { io->fd, io->r.mask == PD_READ ? POLLIN : POLLOUT, 0 };
-	for (;;) {
-		int ms = -1;
-		if (deadline >= 0) {
-			int64_t left = deadline - nanotime();
-			if (left <= 0)
-				return -EAGAIN;
-			ms = (int)((left + 999999) / 1000000);
-		}
-		long r = sys3(SYS_poll, &p, 1, ms);
-		if (r > 0)
-			return 0;
-		if (r < 0 && r != -EINTR)
-			return r;
-	}
-}
-
 long io_wait(struct io *io)
 {
 	int64_t deadline = io_deadline(io);
-	if (io->mode == IO_EMUL)
-		return emul_wait(io, deadline);
 	long r = pd_register(io->r.d, io->fd);
 	if (r < 0)
 		return r;
 	int reason = io->r.mask == PD_READ ? W_IO_READ : W_IO_WRITE;
+	struct g *gp = getg();
+	intr_arm(gp);
 	r = pd_wait(&io->r, 1, deadline, reason);
+	intr_disarm(gp);
+	if (r == -EINTR) /* a socket timeout makes it never restarted (signal(7)) */
+		return hook_eintr(deadline < 0); /* 0: the caller retries its call */
 	return r == -ETIMEDOUT ? -EAGAIN : r;
 }
 
@@ -191,7 +287,7 @@ long io_once(struct io *io, const struct sc *s, size_t want, bool drains)
 {
 	for (;;) {
 		if (!io_snap(io, drains)) {
-			long r = sc_do(s);
+			long r = io_try(io, s);
 			if (drains)
 				io_drained(io, r, want);
 			if (r != -EAGAIN)
@@ -211,7 +307,7 @@ long io_all(struct io *io, struct sc *s, size_t len)
 		io_snap(io, false);
 		s->a[1] = (long)(buf + done);
 		s->a[2] = (long)(len - done);
-		long r = sc_do(s);
+		long r = io_try(io, s);
 		if (r > 0) {
 			done += (size_t)r;
 			if (done >= len)
@@ -278,9 +374,11 @@ long io_allv(struct io *io, long nr, struct msghdr *msg, const struct iovec *iov
 		if (msg) {
 			m.msg_iov = v;
 			m.msg_iovlen = (size_t)cnt;
-			r = sys3(nr, io->fd, &m, flags);
+			struct sc s = SC(nr, io->fd, (long)&m, flags);
+			r = io_try(io, &s);
 		} else {
-			r = sys3(nr, io->fd, v, cnt);
+			struct sc s = SC(nr, io->fd, (long)v, cnt);
+			r = io_try(io, &s);
 		}
 		if (r > 0) {
 			if (msg && done == 0) {

@@ -5,10 +5,13 @@
  *   - not on a G (a plain thread, sysmon, an M's scheduler context), the
  *     runtime not started, the G inside the runtime (rtdepth > 0) or in a
  *     call bracketed by entersyscall: the real libc function, unchanged;
- *   - on a G: the call is tried non-blocking (raw system call) and the G
- *     parks on the netpoller until the fd is ready, then tries again.
- * A plain thread using an fd that weft made non-blocking underneath gets
- * the blocking behaviour it asked for, by poll(2)ing between tries.
+ *   - on a G: the call is tried without blocking and the G parks on the
+ *     netpoller until the fd is ready, then tries again.  The try is per
+ *     call (MSG_DONTWAIT on a socket, RWF_NOWAIT on a pipe, else a zero-
+ *     timeout poll(2) then the call under entersyscall): weft never sets
+ *     O_NONBLOCK on a file, so what it does not intercept (stdio's
+ *     internal reads, raw syscall(), an exec'd child) sees the file as
+ *     the program made it.
  *
  * errno: glibc declares __errno_location const, so the compiler may keep
  * its result in a register across a call that parks the G and resumes it
@@ -115,13 +118,13 @@ enum {
 	IO_PASS,    /* the real libc function, as is */
 	IO_SYSCALL, /* the real function under entersyscall (files, std fds) */
 	IO_BADF,    /* the fd is being closed: EBADF */
-	IO_POLL,    /* on a G: raw tries, park on EAGAIN */
-	IO_EMUL,    /* plain thread, fd non-blocking underneath: raw tries, poll(2) on EAGAIN */
+	IO_POLL,    /* on a G: tries without blocking, park on EAGAIN */
 };
 
 struct io {
 	int fd;
-	int mode;           /* IO_POLL or IO_EMUL once io_begin says so */
+	int mode;           /* IO_POLL once io_begin says so */
+	uint32_t kind;      /* PD_SOCK, PD_NOWAIT or 0 (poll first): how to try */
 	int64_t deadline;   /* absolute, -1 none; INT64_MIN until the first wait */
 	struct pollreq r;   /* r.mask is the direction */
 };
@@ -150,6 +153,14 @@ static inline long sc_do(const struct sc *s)
 	return sys6(s->nr, s->a[0], s->a[1], s->a[2], s->a[3], s->a[4], s->a[5]);
 }
 
+/* One try of s that does not block: on a socket the call with
+ * MSG_DONTWAIT (read/write/readv/writev become recvfrom/sendto/recvmsg/
+ * sendmsg), on a pipe preadv2/pwritev2 with RWF_NOWAIT, else poll(2)
+ * with a zero timeout and, if ready, the call under entersyscall (it may
+ * still block if it loses a race: correct, only slower).  -EAGAIN when
+ * it would block. */
+long io_try(struct io *io, const struct sc *s) HIDDEN;
+
 /* Try, wait on EAGAIN, try again: for calls that complete in one go. */
 long io_once(struct io *io, const struct sc *s, size_t want, bool drains) HIDDEN;
 /* Until len bytes are done (a[1] buffer, a[2] length): blocking writes,
@@ -173,11 +184,38 @@ long io_allv(struct io *io, long nr, struct msghdr *msg, const struct iovec *iov
 		}                                               \
 	} while (0)
 
-/* Flags for a descriptor of a file weft just created on behalf of the
- * program: on a G it was created non-blocking underneath. */
-uint32_t newfd_flags(bool ong, bool usernb, bool drainok) HIDDEN;
+/* Flags for the descriptor of a file just created for the program:
+ * kind is PD_SOCK or PD_NOWAIT, with PD_DRAINOK for TCP and pipes. */
+uint32_t newfd_flags(bool usernb, uint32_t kind) HIDDEN;
 
-/* Park the running G until deadline (absolute nanotime; -1 forever). */
-void g_sleep_until(int64_t deadline) HIDDEN;
+/* Park the running G until deadline (absolute nanotime; -1 forever).
+ * 0, or -EINTR if the sleep was armed (intr_arm) and interrupted. */
+int g_sleep_until(int64_t deadline) HIDDEN;
+
+/* ---- interruption by signals ------------------------------------------ */
+
+/* The preload shim's: run the running G's deliverable signal handlers
+ * (SIGRUN_* bits).  NULL in linked programs: nothing is interrupted. */
+enum { SIGRUN_RAN = 1, SIGRUN_RESTART = 2 /* every one that ran had SA_RESTART */ };
+extern int (*hook_sigrun)(void) HIDDEN;
+
+/* Around a park that a signal handler may interrupt, as it would the
+ * blocking system call (the next waiter_block takes the request). */
+static inline void intr_arm(struct g *gp)
+{
+	if (unlikely(hook_sigrun != NULL))
+		gp->introk = true;
+}
+static inline void intr_disarm(struct g *gp)
+{
+	gp->introk = false;
+}
+/* The preload shim's: exit the running G here if it has been cancelled
+ * (pthread_cancel).  NULL in linked programs. */
+extern void (*hook_cancel)(void) HIDDEN;
+/* After an interrupted wait (a cancellation point): exit if cancelled;
+ * run the handlers; 0 to go on waiting (nothing ran, or all SA_RESTART
+ * and the call restartable), -EINTR. */
+long hook_eintr(bool restartable) HIDDEN;
 
 #endif

@@ -152,7 +152,8 @@ HOOK int recvmmsg(int fd, struct mmsghdr *v, unsigned int vlen, int flags,
 	unsigned got = 0;
 	for (;;) {
 		io_snap(&io, false);
-		long r = sys5(SYS_recvmmsg, fd, v + got, vlen - got, flags & ~MSG_WAITFORONE, 0);
+		struct sc s = SC(SYS_recvmmsg, fd, (long)(v + got), vlen - got, flags & ~MSG_WAITFORONE, 0);
+		long r = io_try(&io, &s);
 		if (r > 0) {
 			got += (unsigned)r;
 			if (got == vlen || (flags & MSG_WAITFORONE) || (end >= 0 && nanotime() >= end))
@@ -228,7 +229,8 @@ HOOK int sendmmsg(int fd, struct mmsghdr *v, unsigned int vlen, int flags)
 	unsigned sent = 0;
 	for (;;) {
 		io_snap(&io, false);
-		long r = sys4(SYS_sendmmsg, fd, v + sent, vlen - sent, flags);
+		struct sc s = SC(SYS_sendmmsg, fd, (long)(v + sent), vlen - sent, flags);
+		long r = io_try(&io, &s);
 		if (r > 0) {
 			sent += (unsigned)r;
 			if (sent >= vlen)

@@ -6,8 +6,10 @@
  * On a G, a wait with a timeout first asks the kernel without waiting;
  * if nothing is ready it parks on every fd and the timer together
  * (pd_wait), and asks again when any of them fires.  The signal mask
- * of ppoll/pselect/epoll_pwait applies to those non-blocking asks; a
- * parked G is not interrupted by signals (no EINTR).
+ * of ppoll/pselect/epoll_pwait applies to those non-blocking asks.  A
+ * signal handler run for the parked G (under the shim) ends the wait
+ * with EINTR; these calls are never restarted (signal(7)), and sleep
+ * returns the seconds left, the nanosleeps the time left.
  */
 #include "hook.h"
 
@@ -120,17 +122,25 @@ static void fdset_add(struct fdset *s, int fd, unsigned dirs)
 	pd_snap(r);
 }
 
-/* Park until an fd in s fires or deadline.  false once the deadline has
- * passed. */
-static bool fdset_wait(struct fdset *s, int64_t deadline)
+/* Park until an fd in s fires or deadline: 1 (ask again), 0 (the
+ * deadline has passed), -EINTR (a signal handler ran). */
+static int fdset_wait(struct fdset *s, int64_t deadline)
 {
 	if (deadline >= 0 && nanotime() >= deadline)
-		return false;
+		return 0;
+	struct g *gp = getg();
+	int r;
+	intr_arm(gp);
 	if (s->n == 0) {
-		g_sleep_until(deadline);
-		return false;
+		r = g_sleep_until(deadline); /* 0: the deadline */
+	} else {
+		r = pd_wait(s->r, s->n, deadline, W_POLL);
+		r = r == -ETIMEDOUT ? 0 : r == -EINTR ? -EINTR : 1;
 	}
-	return pd_wait(s->r, s->n, deadline, W_POLL) != -ETIMEDOUT;
+	intr_disarm(gp);
+	if (r == -EINTR && hook_eintr(false) == 0)
+		r = 1; /* nothing ran: ask again */
+	return r;
 }
 
 /* ---- poll ----------------------------------------------------------------- */
@@ -152,15 +162,18 @@ static long g_poll(struct pollfd *fds, nfds_t n, int64_t deadline, const sigset_
 	struct fdset s;
 	fdset_init(&s, n);
 	long r;
+	int w = 1;
 	for (;;) {
 		s.n = 0;
 		for (nfds_t i = 0; i < n; i++)
 			fdset_add(&s, fds[i].fd, poll_dirs(fds[i].events));
 		r = sys5(SYS_ppoll, fds, n, &zero, ss, KSIGSET);
-		if (r != 0 || s.unpollable || !fdset_wait(&s, deadline))
+		if (r != 0 || s.unpollable || (w = fdset_wait(&s, deadline)) <= 0)
 			break;
 	}
-	if (r == 0 && s.unpollable) { /* cannot park on it: block the thread */
+	if (w < 0) {
+		r = w;
+	} else if (r == 0 && s.unpollable) { /* cannot park on it: block the thread */
 		struct timespec ts;
 		blk_enter();
 		r = sys5(SYS_ppoll, fds, n, ts_left(deadline, &ts), ss, KSIGSET);
@@ -253,6 +266,7 @@ static long g_select(int nfds, fd_set *rs, fd_set *ws, fd_set *es, int64_t deadl
 	struct timespec zero = { 0, 0 };
 	struct { const sigset_t *ss; size_t len; } sig = { ss, KSIGSET };
 	long r;
+	int w = 1;
 	for (;;) {
 		s.n = 0;
 		for (int fd = 0; fd < nfds; fd++) {
@@ -263,10 +277,13 @@ static long g_select(int nfds, fd_set *rs, fd_set *ws, fd_set *es, int64_t deadl
 		}
 		sets_restore(sets, copy, bytes);
 		r = sys6(SYS_pselect6, nfds, (long)rs, (long)ws, (long)es, (long)&zero, (long)&sig);
-		if (r != 0 || s.unpollable || !fdset_wait(&s, deadline))
+		if (r != 0 || s.unpollable || (w = fdset_wait(&s, deadline)) <= 0)
 			break;
 	}
-	if (r == 0) { /* last look; or, if an fd cannot be parked on, block the thread */
+	if (w < 0) { /* EINTR: the sets as the caller gave them, as the kernel leaves them */
+		sets_restore(sets, copy, bytes);
+		r = w;
+	} else if (r == 0) { /* last look; or, if an fd cannot be parked on, block the thread */
 		struct timespec ts, *tp = s.unpollable ? ts_left(deadline, &ts) : &zero;
 		sets_restore(sets, copy, bytes);
 		if (s.unpollable)
@@ -319,14 +336,17 @@ static long g_epoll(int epfd, struct epoll_event *evs, int max, int64_t deadline
 	struct fdset s;
 	fdset_init(&s, 1);
 	long r;
+	int w = 1;
 	for (;;) {
 		s.n = 0;
 		fdset_add(&s, epfd, PD_READ);
 		r = sys6(SYS_epoll_pwait, epfd, (long)evs, max, 0, (long)ss, KSIGSET);
-		if (r != 0 || s.unpollable || !fdset_wait(&s, deadline))
+		if (r != 0 || s.unpollable || (w = fdset_wait(&s, deadline)) <= 0)
 			break;
 	}
-	if (r == 0 && s.unpollable) {
+	if (w < 0) {
+		r = w;
+	} else if (r == 0 && s.unpollable) {
 		int ms = -1;
 		if (deadline >= 0) {
 			int64_t left = deadline - nanotime();
@@ -366,38 +386,55 @@ HOOK int epoll_pwait2(int epfd, struct epoll_event *evs, int max, const struct t
 
 /* ---- sleeping ------------------------------------------------------------------- */
 
-static void g_sleep_ns(int64_t ns)
+/* Sleep ns on a G: 0, or -EINTR (a signal handler ran) with the time
+ * left in *left. */
+static int g_sleep_ns(int64_t ns, int64_t *left)
 {
-	if (ns <= 0)
+	if (ns <= 0) {
 		weft_yield();
-	else
-		g_sleep_until(deadline_in(ns));
+		return 0;
+	}
+	int64_t start = nanotime(), deadline = deadline_in(ns);
+	struct g *gp = getg();
+	for (;;) {
+		intr_arm(gp);
+		if (g_sleep_until(deadline) == 0)
+			return 0;
+		if (hook_eintr(false) != 0)
+			break;
+	}
+	int64_t l = ns - (nanotime() - start);
+	*left = l > 0 ? l : 0;
+	return -EINTR;
 }
 
 HOOK unsigned int sleep(unsigned int s)
 {
 	if (!hook_g())
 		return REAL(sleep)(s);
-	g_sleep_ns((int64_t)s * NS);
-	return 0;
+	int64_t left;
+	if (g_sleep_ns((int64_t)s * NS, &left) == 0)
+		return 0;
+	return (unsigned)(left / NS); /* whole seconds, as glibc's */
 }
 
 HOOK int usleep(useconds_t us)
 {
 	if (!hook_g())
 		return REAL(usleep)(us);
-	g_sleep_ns((int64_t)us * 1000);
-	return 0;
+	int64_t left;
+	return g_sleep_ns((int64_t)us * 1000, &left) == 0 ? 0 : (int)sysret(-EINTR);
 }
 
 HOOK int nanosleep(const struct timespec *req, struct timespec *rem)
 {
 	if (!hook_g() || !req || !ts_valid(req))
 		return REAL(nanosleep)(req, rem);
-	g_sleep_ns(ts_ns(req));
+	int64_t left = 0;
+	int r = g_sleep_ns(ts_ns(req), &left);
 	if (rem)
-		*rem = (struct timespec){ 0, 0 };
-	return 0;
+		*rem = (struct timespec){ left / NS, left % NS };
+	return r == 0 ? 0 : (int)sysret(r);
 }
 
 /* Clocks a G can sleep on: converted to a monotonic deadline. */
@@ -423,8 +460,9 @@ HOOK int clock_nanosleep(clockid_t clk, int flags, const struct timespec *req,
 		if (ns <= 0)
 			return 0;
 	}
-	g_sleep_ns(ns);
+	int64_t left = 0;
+	int r = g_sleep_ns(ns, &left);
 	if (rem && !(flags & TIMER_ABSTIME))
-		*rem = (struct timespec){ 0, 0 };
-	return 0;
+		*rem = (struct timespec){ left / NS, left % NS };
+	return -r;
 }

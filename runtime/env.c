@@ -6,9 +6,9 @@
  *   WEFT_STACK_SIZE  usable bytes per G stack, 16K..1G, with K/M/G suffixes (default 256K)
  *   WEFT_STACK       guarded | segmented (default guarded)
  *   WEFT_TLS         thread | shared: Gs get TLS of their own (default: shared
- *                    when linked, thread under the preload shim)
- *   WEFT_TLS         thread | shared: Gs get TLS of their own (default: shared
  *                    when linked, thread for the preload shim's threads)
+ *   WEFT_MAXTHREADS  OS threads weft may make, 2..16384 (default 10000): past it,
+ *                    fatal (threads blocked in calls weft does not see each hold one)
  *   WEFT_DEBUG       comma-separated: schedtrace=<ms>, sigquit=continue
  */
 #define _GNU_SOURCE
@@ -136,6 +136,14 @@ void envinit(void)
 			weftenv.tls = 0;
 		else
 			warn("ignoring WEFT_TLS=%s: want thread or shared", s);
+	}
+	weftenv.maxthreads = 10000;
+	s = getenv("WEFT_MAXTHREADS");
+	if (s && *s) {
+		if (parse_int(s, 2, MAXTHREADS_MAX, &v) == 0)
+			weftenv.maxthreads = (int)v;
+		else
+			warn("ignoring WEFT_MAXTHREADS=%s: want an integer 2..%d", s, MAXTHREADS_MAX);
 	}
 	s = getenv("WEFT_DEBUG");
 	if (s && *s)

@@ -123,7 +123,7 @@ void runtime_afterfork_child(void)
 	atomic_store(&sched.nhogspares, 0);
 	atomic_store(&sched.nretire, 0);
 	int32_t n = 0;
-	while (n < MAXPROCS && allp[n])
+	while (n < MAXALLP && allp[n])
 		n++;
 	for (int32_t i = n - 1; i >= 0; i--) {
 		struct p *pp = allp[i];

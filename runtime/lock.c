@@ -52,8 +52,13 @@ void lock(struct lock *l)
 							  memory_order_relaxed))
 			return;
 	}
+	struct m *m = tls_m;
+	if (m)
+		atomic_fetch_add_explicit(&m->lockwait, 1, memory_order_relaxed);
 	while (atomic_exchange_explicit(&l->key, 2, memory_order_acquire) != 0)
 		futexwait(&l->key, 2, NULL);
+	if (m)
+		atomic_fetch_sub_explicit(&m->lockwait, 1, memory_order_relaxed);
 }
 
 void unlock(struct lock *l)

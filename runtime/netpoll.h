@@ -66,14 +66,19 @@ enum {
 enum {
 	PD_KNOWN = 1 << 0,   /* the fields below were worked out for this file */
 	PD_REG = 1 << 1,     /* registered with the epoll instance */
-	PD_NBSET = 1 << 2,   /* weft set O_NONBLOCK underneath */
-	PD_USERNB = 1 << 3,  /* the program's view: non-blocking (EAGAIN is its answer) */
+	PD_SOCK = 1 << 2,    /* a socket: weft's tries are MSG_DONTWAIT calls */
+	PD_USERNB = 1 << 3,  /* the program set O_NONBLOCK: EAGAIN is its answer */
 	PD_SYSCALL = 1 << 4, /* I/O blocks the thread, under entersyscall */
 	PD_NOPOLL = 1 << 5,  /* epoll refuses it (regular file, directory) */
 	PD_DRAINOK = 1 << 6, /* TCP or pipe: a short read empties it */
 	PD_NODRAIN = 1 << 7, /* urgent data or hangup seen: no short-read shortcut */
 	PD_CLOSING = 1 << 8, /* close in progress */
+	PD_NOWAIT = 1 << 9,  /* not a socket: tries are preadv2/pwritev2(RWF_NOWAIT) */
 };
+/* A pollable file that is neither PD_SOCK nor PD_NOWAIT (the kernel
+ * refuses RWF_NOWAIT for it: inotify, ttys, named FIFOs...) is tried by
+ * asking poll(2) with a zero timeout first, then making the call under
+ * entersyscall.  weft never changes a file's O_NONBLOCK. */
 
 struct pd {
 	struct lock lock;         /* waiters, seq, flags changes, epoll_ctl */
@@ -108,9 +113,9 @@ void pd_closed(int fd, uint32_t seq);
 /* Treat as an event in dirs (shutdown): parked Gs retry their call. */
 void pd_kick(struct pd *d, unsigned dirs);
 
-/* Work out what the file at fd is (first use on a G): its blocking mode
- * (made non-blocking underneath if it was blocking), pollability, kind,
- * socket timeouts.  0 or -errno. */
+/* Work out what the file at fd is (first use on a G): the program's
+ * blocking mode (read, never changed), pollability, kind, socket
+ * timeouts.  0 or -errno. */
 int pd_init(struct pd *d, int fd);
 /* Register fd with the epoll instance once.  0 or -errno (-EPERM: the
  * file cannot be polled). */
@@ -134,7 +139,8 @@ static inline void pd_snap(struct pollreq *r)
 
 /* Park the running G until an event on any of r[0..n) after its snap,
  * a close, or deadline (absolute nanotime, -1 none).  0 (retry the
- * call), -ETIMEDOUT, or -EBADF (an fd was closed).  reason: W_IO_*. */
+ * call), -ETIMEDOUT, -EINTR (g_interrupt, if g->introk was set), or
+ * -EBADF (an fd was closed).  reason: W_IO_*. */
 int pd_wait(struct pollreq *r, int n, int64_t deadline, int reason);
 
 #endif

@@ -211,7 +211,9 @@ void pd_reset(int fd, uint32_t flags)
 
 /* What a duplicate shares with its original: the file and its modes;
  * not the epoll registration, which is per fd number. */
-#define PD_SHARED (PD_KNOWN | PD_NBSET | PD_USERNB | PD_SYSCALL | PD_NOPOLL | PD_DRAINOK | PD_NODRAIN)
+#define PD_SHARED                                                                          \
+	(PD_KNOWN | PD_SOCK | PD_NOWAIT | PD_USERNB | PD_SYSCALL | PD_NOPOLL | PD_DRAINOK | \
+	 PD_NODRAIN)
 
 void pd_dup(int oldfd, int newfd)
 {
@@ -219,11 +221,6 @@ void pd_dup(int oldfd, int newfd)
 	uint32_t f = o ? pdflags(o) & PD_SHARED : 0;
 	int64_t rt = o ? atomic_load_explicit(&o->rtimeo, memory_order_relaxed) : 0;
 	int64_t wt = o ? atomic_load_explicit(&o->wtimeo, memory_order_relaxed) : 0;
-	if (!(f & PD_KNOWN) && oldfd <= 2) {
-		/* a copy of an inherited standard fd stays blocking too */
-		long fl = sys3(SYS_fcntl, newfd, F_GETFL, 0);
-		f = fl >= 0 && (fl & O_NONBLOCK) ? PD_KNOWN | PD_USERNB : PD_KNOWN | PD_SYSCALL;
-	}
 	reset(newfd, f, rt, wt);
 }
 
@@ -302,7 +299,8 @@ static int64_t sockopt_ns(int fd, int name)
 	return (int64_t)tv.tv_sec * 1000000000 + (int64_t)tv.tv_usec * 1000;
 }
 
-/* Kind and timeouts of a file weft made non-blocking. */
+/* Kind and timeouts of a pollable file: how weft tries a call on it
+ * without blocking (docs/hooks.md, "Trying without blocking"). */
 static uint32_t probe(struct pd *d, int fd, long fl)
 {
 	int proto = 0;
@@ -311,12 +309,13 @@ static uint32_t probe(struct pd *d, int fd, long fl)
 	if (r == 0) {
 		atomic_store_explicit(&d->rtimeo, sockopt_ns(fd, SO_RCVTIMEO), memory_order_relaxed);
 		atomic_store_explicit(&d->wtimeo, sockopt_ns(fd, SO_SNDTIMEO), memory_order_relaxed);
-		return proto == IPPROTO_TCP ? PD_DRAINOK : 0;
+		return PD_SOCK | (proto == IPPROTO_TCP ? PD_DRAINOK : 0);
 	}
+	/* anything else: RWF_NOWAIT until the kernel says EOPNOTSUPP */
 	struct stat st;
 	if (sys3(SYS_fstat, fd, &st, 0) == 0 && S_ISFIFO(st.st_mode) && !(fl & O_DIRECT))
-		return PD_DRAINOK; /* a packet-mode pipe returns one write per read */
-	return 0;
+		return PD_NOWAIT | PD_DRAINOK; /* a packet-mode pipe returns one write per read */
+	return PD_NOWAIT;
 }
 
 int pd_init(struct pd *d, int fd)
@@ -336,11 +335,9 @@ int pd_init(struct pd *d, int fd)
 		goto out;
 	}
 	if (fl & O_NONBLOCK) {
+		/* the program's own non-blocking file: its calls pass
+		 * through; worked out again if it makes it blocking */
 		f |= PD_KNOWN | PD_USERNB;
-	} else if (fd <= 2) {
-		/* inherited standard fds may be shared with other processes
-		 * (a terminal, a pipeline): never change their mode */
-		f |= PD_KNOWN | PD_SYSCALL;
 	} else {
 		r = register_locked(d, fd);
 		f = pdflags(d);
@@ -348,9 +345,7 @@ int pd_init(struct pd *d, int fd)
 			f |= PD_KNOWN | PD_SYSCALL;
 			r = 0;
 		} else if (r == 0) {
-			r = (int)sys3(SYS_fcntl, fd, F_SETFL, fl | O_NONBLOCK);
-			if (r == 0)
-				f |= PD_KNOWN | PD_NBSET | probe(d, fd, fl);
+			f |= PD_KNOWN | probe(d, fd, fl);
 		}
 	}
 	setflags(d, f);
@@ -416,7 +411,7 @@ int pd_wait(struct pollreq *r, int n, int64_t deadline, int reason)
 		cpu_relax();
 	atomic_store_explicit(&gp->blocking, 0, memory_order_relaxed);
 	atomic_fetch_sub(&netpollwaiters, 1);
-	int ret = woken ? 0 : -ETIMEDOUT;
+	int ret = woken ? 0 : g_interrupted() ? -EINTR : -ETIMEDOUT;
 	for (int i = 0; i < n; i++) {
 		struct pd *d = r[i].d;
 		/* woken on its only fd: whoever claimed it took it off the

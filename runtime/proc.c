@@ -38,7 +38,7 @@
 #include "sanitizer.h"
 
 struct sched sched;
-struct p *allp[MAXPROCS];
+struct p *allp[MAXALLP];
 struct m *_Atomic allm;
 __thread struct m *tls_m __attribute__((tls_model("initial-exec")));
 _Atomic int64_t coarsenow;
@@ -468,6 +468,23 @@ static int64_t mid_gen;
 
 /* Make an M (an OS thread) that starts by running pp.  False if the
  * system refuses another thread: the caller gets pp back. */
+/* Go's checkmcount: n OS threads for Ms (sysmon is one more).  Past
+ * WEFT_MAXTHREADS the program has that many threads stuck in calls weft
+ * does not see, or makes them in a runaway: say so, dump, stop. */
+static void checkmcount(int32_t n)
+{
+	int max = weftenv.maxthreads > 0 ? weftenv.maxthreads : 10000;
+	if (n + 1 <= max)
+		return;
+	static _Atomic int reported;
+	if (atomic_exchange(&reported, 1))
+		for (;;)
+			pause(); /* another thread is reporting and will exit */
+	warn("fatal: program exceeds %d-thread limit (WEFT_MAXTHREADS)\n", max);
+	weft_dump(stderr);
+	_exit(2);
+}
+
 static bool newm(struct p *pp, bool spinning)
 {
 	struct m *m = rtalloc(sizeof *m);
@@ -480,7 +497,7 @@ static bool newm(struct p *pp, bool spinning)
 	do
 		m->alllink = head;
 	while (!atomic_compare_exchange_weak(&allm, &head, m));
-	atomic_fetch_add(&sched.mcount, 1);
+	checkmcount(atomic_fetch_add(&sched.mcount, 1) + 1);
 
 	pthread_attr_t a;
 	pthread_attr_init(&a);
@@ -491,13 +508,24 @@ static bool newm(struct p *pp, bool spinning)
 	if (e) {
 		/* m stays on allm (lock-free list) but never runs */
 		atomic_fetch_sub(&sched.mcount, 1);
-		static _Atomic int warned;
-		if (!atomic_exchange(&warned, 1))
-			warn("cannot create another OS thread (%s): running on the ones there are",
-			     strerror(e));
+		rt_thread_refused(e);
 		return false;
 	}
+	/* threads can be had again: start sysmon if it could not be */
+	extern _Atomic int sysmon_pending;
+	if (atomic_load_explicit(&sysmon_pending, memory_order_relaxed) &&
+	    atomic_exchange(&sysmon_pending, 0))
+		sysmon_start();
 	return true;
+}
+
+/* The system refused an OS thread (error e): said once per process. */
+void rt_thread_refused(int e)
+{
+	static _Atomic int warned;
+	if (!atomic_exchange(&warned, 1))
+		warn("cannot create another OS thread (%s): running on the ones there are",
+		     strerror(e));
 }
 
 /* Start an M to run pp (or any idle P); spinning: it goes looking for work. */
@@ -661,14 +689,55 @@ static void gentry(void);
  * P's cache (stack.c), and the frame that enters gentry.  Done here, not
  * in weft_go, so a G that has not run costs no stack and a spawning
  * loop's Gs run on a few warm stacks. */
-static __attribute__((noinline)) void gstart(struct m *m, struct g *gp)
+/* Gs whose stack could not be had at their first switch (weft_go saw
+ * one that others took meanwhile, and no new chunk could be mapped).
+ * They wait here, runnable but not queued, until a stack is freed
+ * (stackwait_wake): the creator was told its G exists, so it is not
+ * dropped, and an out-of-memory machine is not a crash. */
+static struct lock stackwaitlock;
+static struct g *stackwaitq;     /* linked by schedlink; stackwaitlock */
+static _Atomic int32_t nstackwait; /* its length, read unlocked by stackfree */
+
+/* Returns false if gp has no stack yet (it is put to wait). */
+static __attribute__((noinline)) bool gstart(struct m *m, struct g *gp)
 {
-	if (!gp->stack.lo && stackalloc(m->p, &gp->stack, gp->stackwant) != 0)
-		fatal("out of memory for the stack of green thread %lld", (long long)gp->id);
+	if (!gp->stack.lo && stackalloc(m->p, &gp->stack, gp->stackwant) != 0) {
+		static _Atomic int warned;
+		if (!atomic_exchange(&warned, 1))
+			warn("no memory for the stack of green thread %lld: it starts when "
+			     "another stack is freed",
+			     (long long)gp->id);
+		lock(&stackwaitlock);
+		gp->schedlink = stackwaitq;
+		stackwaitq = gp;
+		atomic_fetch_add(&nstackwait, 1);
+		unlock(&stackwaitlock);
+		return false;
+	}
 	/* a G with TLS of its own keeps the top of its stack for the block
 	 * (tls_gbegin builds it there once the G runs) */
 	gp->sp = weft_ctx_make(gp->owntls ? gp->stack.hi - tlsinfo.reserve : gp->stack.hi, gentry);
 	san_gcreate(gp);
+	return true;
+}
+
+/* A stack was freed (stack.c): the Gs waiting for one are runnable again
+ * (those that still find none wait again). */
+void stackwait_wake(void)
+{
+	if (likely(atomic_load_explicit(&nstackwait, memory_order_relaxed) == 0))
+		return;
+	lock(&stackwaitlock);
+	struct g *list = stackwaitq;
+	stackwaitq = NULL;
+	atomic_store(&nstackwait, 0);
+	unlock(&stackwaitlock);
+	while (list) {
+		struct g *next = list->schedlink;
+		globrunqput(list);
+		list = next;
+	}
+	wakep();
 }
 
 /* Switch from 'from' (a G, or NULL for g0) to 'to' (a G, or NULL for
@@ -687,11 +756,16 @@ static inline __attribute__((always_inline)) void gswitch_inl(struct m *m, struc
 		if (from->stack.kind == STACK_CANARY && !stackcanary_ok(&from->stack))
 			stack_overflow(from);
 	}
+	/* a G's first switch gives it its stack; with none to be had, it
+	 * waits for one and this M goes to its scheduler instead */
+	if (to && unlikely(!to->sp) && !gstart(m, to)) {
+		if (!from)
+			return; /* already on g0: its scheduler loop goes on */
+		to = NULL;
+	}
 	atomic_store_explicit(&m->curg, to, memory_order_relaxed); /* see struct m */
 	void *next;
 	if (to) {
-		if (unlikely(!to->sp))
-			gstart(m, to);
 		atomic_store_explicit(&to->status, G_RUNNING, memory_order_relaxed);
 		/* only the owner writes it: load and store, no RMW (struct p) */
 		struct p *pp = m->p;
@@ -1032,6 +1106,11 @@ int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 	atomic_store_explicit(&gp->waitreason, W_NONE, memory_order_relaxed);
 	atomic_store_explicit(&gp->blocking, 0, memory_order_relaxed);
 	gp->tls = NULL;
+	gp->introk = false;
+	atomic_store_explicit(&gp->intrreq, 0, memory_order_relaxed);
+	gp->sigon = false;
+	atomic_store_explicit(&gp->sigpend, 0, memory_order_relaxed);
+	atomic_store_explicit(&gp->cancel, 0, memory_order_relaxed);
 	if (gp->name) {
 		rtfree(gp->name);
 		gp->name = NULL;
@@ -1162,13 +1241,19 @@ void lendp(struct p *pp, bool hog)
 	 * trip through the scheduler) count against the cap */
 	if (hog && atomic_load(&sched.nspares) >= HOG_SPARES_MAX(sched.gomaxprocs))
 		return;
-	if (atomic_fetch_or(&pp->flags, PF_LENT | (hog ? PF_LENT_HOG : 0)) & PF_LENT)
-		return;
-	if (hog)
+	uint32_t old = atomic_fetch_or(&pp->flags, PF_LENT | (hog ? PF_LENT_HOG : 0));
+	bool extra = old & PF_LENT;
+	if (extra) {
+		if (hog)
+			return;
+		/* a blocked M: one more spare, given back with the first */
+		atomic_fetch_add(&pp->nlent, 1);
+	} else if (hog) {
 		atomic_fetch_add(&sched.nhogspares, 1);
+	}
 	lock(&sched.lock);
 	struct p *sp = sparefree_get();
-	if (!sp && atomic_load(&nallp) < MAXPROCS) {
+	if (!sp && atomic_load(&nallp) < MAXALLP) {
 		int32_t id = atomic_load(&nallp);
 		sp = allp[id] = newp(id);
 		sp->spare = true;
@@ -1177,7 +1262,10 @@ void lendp(struct p *pp, bool hog)
 	}
 	unlock(&sched.lock);
 	if (!sp) {
-		givebackp(pp);
+		if (extra)
+			atomic_fetch_sub(&pp->nlent, 1);
+		else
+			givebackp(pp);
 		return;
 	}
 	startm(sp, false);
@@ -1191,8 +1279,10 @@ static void givebackp(struct p *pp)
 		return;
 	if (old & PF_LENT_HOG)
 		atomic_fetch_sub(&sched.nhogspares, 1);
+	int32_t more = atomic_exchange(&pp->nlent, 0);
 	lock(&sched.lock);
-	retire_spare_locked();
+	for (int32_t i = 0; i <= more; i++)
+		retire_spare_locked();
 	unlock(&sched.lock);
 }
 
@@ -1631,7 +1721,7 @@ int weft_maxprocs(int n)
 		if (was && !pp->retired && PSTATUS(atomic_load(&pp->state)) == P_IDLE)
 			pidleput(pp);
 	}
-	for (; regular < n && atomic_load(&nallp) < MAXPROCS; regular++) {
+	for (; regular < n && atomic_load(&nallp) < MAXALLP; regular++) {
 		int32_t id = atomic_load(&nallp);
 		allp[id] = newp(id);
 		atomic_store(&nallp, id + 1);

@@ -19,6 +19,10 @@
 #include "../arch/ctx.h"
 
 #define MAXPROCS 1024
+/* Ps in all: gomaxprocs plus spares lent around blocked Ms (one per OS
+ * thread blocked in the kernel, up to WEFT_MAXTHREADS) */
+#define MAXTHREADS_MAX 16384
+#define MAXALLP (MAXPROCS + MAXTHREADS_MAX)
 #define RUNQ_SIZE 256 /* local run queue ring; power of two */
 
 #define likely(x) __builtin_expect(!!(x), 1)
@@ -53,6 +57,7 @@ int64_t nanotime(void); /* CLOCK_MONOTONIC, ns */
 _Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 long rawsyscall6(long n, long a, long b, long c, long d, long e, long f);
+void rt_thread_refused(int e); /* warn once: no more OS threads (proc.c) */
 
 /* ---- stacks (stack.c) ------------------------------------------------ */
 
@@ -77,6 +82,7 @@ struct stack {
 int stackalloc(struct p *pp, struct stack *s, size_t size);
 void stackfree(struct p *pp, struct stack *s);
 int stack_ready(struct p *pp, size_t size); /* weft_go: 0 or -1/ENOMEM */
+void stackwait_wake(void); /* a stack was freed: Gs waiting for one may start (proc.c) */
 bool stackcanary_ok(const struct stack *s);
 void stackinit(void);
 void stack_overflow(struct g *gp);                /* fatal report */
@@ -132,7 +138,8 @@ struct g {
 	uint16_t lockcount;       /* weft_lock_thread nesting */
 	int errno_save;           /* errno while switched out */
 	int32_t rtdepth;          /* > 0 while inside the runtime */
-	_Atomic uint64_t waitstate; /* (park seq << 2) | 0 waiting, 1 woken, 2 timed out */
+	_Atomic uint64_t waitstate; /* (park seq << 2) | 0 waiting, 1 woken, 2 timed out,
+	                             * 3 interrupted (g_interrupt) */
 	int64_t id;               /* > 0, unique for the process lifetime */
 	void (*fn)(void *);       /* entry function */
 	void *arg;                /* its argument */
@@ -147,6 +154,19 @@ struct g {
 	void *waiting;            /* the waiter record this G is parked on */
 	char *name;               /* from weft_attr_t, or NULL */
 	void *tls;                /* per-G keys (preload shim) */
+	/* Interruption (sema.c; signals in the shim).  introk is the G's
+	 * own; intrseq and intrreq pair as a Dekker: g_interrupt stores
+	 * intrreq then loads intrseq, the parking G stores intrseq then
+	 * loads intrreq (all seq_cst), so one of them sees the other. */
+	bool introk;              /* the waits this G starts now may be interrupted */
+	_Atomic uint64_t intrseq; /* seq of the interruptible wait it is parked in, 0 none */
+	_Atomic uint32_t intrreq; /* an interruption asked for, not yet taken (g_intr_take) */
+	/* Signals of a G (the preload shim's; bits are signals 1..64) */
+	bool sigon;               /* a thread of the program: may be sent signals */
+	_Atomic uint64_t sigmask; /* blocked (pthread_sigmask); written by the G only */
+	_Atomic uint64_t sighold; /* also blocked while its handlers run (the G only) */
+	_Atomic uint64_t sigpend; /* sent to it, not yet handled (any thread sets) */
+	_Atomic uint32_t cancel;  /* the shim's pthread_cancel state (cancel.c) */
 	void *splitctx;           /* split-stack context (splitstack.c) */
 	void *asan_fake;          /* ASan fake stack while switched out */
 	void *tsan_fiber;         /* TSan fiber */
@@ -196,6 +216,8 @@ struct m {
 	uintptr_t fsbase;         /* the OS thread's own thread pointer (g0 and
 	                           * shared-TLS Gs run on it) */
 	uintptr_t fscur;          /* the FS base loaded now (this M only) */
+	_Atomic int32_t lockwait; /* asleep on a runtime lock (lock.c): sysmon
+	                           * does not take that for a blocked call */
 };
 
 /* ---- P ---------------------------------------------------------------- */
@@ -269,6 +291,12 @@ struct p {
 	uint32_t sm_schedtick, sm_syscalltick;
 	int64_t sm_when;
 	int64_t sm_preempt;       /* when sysmon set PF_PREEMPT */
+	int64_t sm_cpu;           /* the owner M's thread CPU time at sm_cpuwhen */
+	int64_t sm_cpuwhen;       /* when sm_cpu was read, 0: not yet for this G run */
+	int64_t sm_lent;          /* when sysmon last lent a spare for this P */
+	/* spares lent for this P beyond the first (PF_LENT): a blocked M's
+	 * Gs whose first spare blocked too; givebackp retires them all */
+	_Atomic int32_t nlent;
 };
 
 /* ---- scheduler globals ------------------------------------------------- */
@@ -309,7 +337,7 @@ extern struct sched sched;
 /* allp[0..nallp): every P made so far.  A new P is stored in allp
  * before nallp grows (seq_cst, so release); read nallp first, with at
  * least acquire, and only allp[i] below it: the P is then seen whole. */
-extern struct p *allp[MAXPROCS];
+extern struct p *allp[MAXALLP];
 extern _Atomic int32_t nallp;
 extern struct m *_Atomic allm;
 
@@ -516,6 +544,7 @@ struct weftenv {
 	int64_t schedtrace_ms; /* WEFT_DEBUG=schedtrace=N */
 	bool sigquit_continue; /* WEFT_DEBUG=sigquit=continue */
 	int tls;               /* WEFT_TLS: -1 unset, 0 shared, 1 thread */
+	int maxthreads;        /* WEFT_MAXTHREADS: OS threads weft may have (default 10000) */
 };
 extern struct weftenv weftenv;
 void envinit(void);
@@ -551,6 +580,15 @@ struct waiter {
  * deadline is absolute nanotime(), or < 0 for none.
  */
 void waiter_init(struct waiter *w);   /* binds w to the caller (G or thread) */
+/* Interrupt gp's wait if it is parked in an interruptible one (one it
+ * began with introk set), else at its next: that wait then ends as a
+ * timeout would (waiter_block false) and g_interrupted says why.  Any
+ * thread; true if it readied gp now. */
+bool g_interrupt(struct g *gp);
+/* The running G: was its last wait ended by g_interrupt? */
+bool g_interrupted(void);
+/* The running G takes (clears) a pending interruption request. */
+bool g_intr_take(void);
 bool waiter_block(struct waiter *w, void (*unlockf)(void *arg), void *arg,
 		  int reason, int64_t deadline);
 bool waiter_claim(struct waiter *w);

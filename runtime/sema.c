@@ -9,6 +9,13 @@
  * timer from an earlier wait can never end a later one.  The word lives
  * in the G descriptor (never freed), not on the stack, so a timer that
  * lost the race may still touch it safely.
+ *
+ * An interruption (g_interrupt: a signal for the G, in the shim) is a
+ * third party in the same race: a CAS of the wait's word to WS_INTR,
+ * which the primitives take for a timeout (they unqueue themselves)
+ * and the hooks, asking g_interrupted, for EINTR.  Only a wait begun
+ * with g->introk set can be interrupted, so no primitive that cannot
+ * give up (a mutex, a join) ever sees one.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,7 +24,7 @@
 
 #include "runtime.h"
 
-enum { WS_WAIT = 0, WS_WOKEN = 1, WS_TIMEDOUT = 2 };
+enum { WS_WAIT = 0, WS_WOKEN = 1, WS_TIMEDOUT = 2, WS_INTR = 3 };
 
 void waiter_init(struct waiter *w)
 {
@@ -105,7 +112,37 @@ struct parkctx {
 	void (*unlockf)(void *);
 	void *arg;
 	int64_t deadline;
+	bool intr; /* interruptible */
 };
+
+bool g_interrupt(struct g *gp)
+{
+	/* seq_cst store, then load: pairs with waiter_commit's store of
+	 * intrseq then load of intrreq (either we see its seq, or it sees
+	 * our request and does not stay parked) */
+	atomic_store(&gp->intrreq, 1);
+	uint64_t s = atomic_load(&gp->intrseq);
+	if (!s)
+		return false;
+	uint64_t want = s << 2 | WS_WAIT;
+	if (!atomic_compare_exchange_strong_explicit(&gp->waitstate, &want, s << 2 | WS_INTR,
+						     memory_order_acq_rel, memory_order_relaxed))
+		return false; /* woken, timed out, or an older wait: its seq is gone */
+	goready(gp);
+	return true;
+}
+
+bool g_interrupted(void)
+{
+	struct g *gp = getg();
+	return gp && (atomic_load_explicit(&gp->waitstate, memory_order_relaxed) & 3) == WS_INTR;
+}
+
+bool g_intr_take(void)
+{
+	struct g *gp = getg();
+	return gp && atomic_exchange(&gp->intrreq, 0) != 0;
+}
 
 /* Runs off the G's stack: arm the deadline first (the G is safely
  * parked), then let wakers in. */
@@ -122,9 +159,22 @@ static bool waiter_commit(struct g *gp, void *arg)
 		t->seq = (uintptr_t)(atomic_load_explicit(&gp->waitstate, memory_order_relaxed) >> 2);
 		addtimer(t);
 	}
+	bool stay = true;
+	if (pc.intr) {
+		/* from here g_interrupt may end the wait (see g_interrupt) */
+		uint64_t seq = atomic_load_explicit(&gp->waitstate, memory_order_relaxed) >> 2;
+		atomic_store(&gp->intrseq, seq);
+		uint64_t want = seq << 2 | WS_WAIT;
+		if (atomic_load(&gp->intrreq) &&
+		    atomic_compare_exchange_strong_explicit(&gp->waitstate, &want,
+							    seq << 2 | WS_INTR,
+							    memory_order_acq_rel,
+							    memory_order_relaxed))
+			stay = false; /* asked before we parked: back at once */
+	}
 	if (pc.unlockf)
 		pc.unlockf(pc.arg);
-	return true;
+	return stay;
 }
 
 bool waiter_block(struct waiter *w, void (*unlockf)(void *), void *arg, int reason,
@@ -139,12 +189,15 @@ bool waiter_block(struct waiter *w, void (*unlockf)(void *), void *arg, int reas
 				fatal("out of memory allocating a timer");
 			gp->timer->idx = -1;
 		}
-		struct parkctx pc = { unlockf, arg, deadline };
+		struct parkctx pc = { unlockf, arg, deadline, gp->introk };
+		gp->introk = false; /* one wait per request: never the relock after it */
 		gp->waiting = w;
 		gopark(waiter_commit, &pc, reason);
 		gp->waiting = NULL;
+		if (pc.intr)
+			atomic_store_explicit(&gp->intrseq, 0, memory_order_relaxed);
 		uint64_t st = atomic_load_explicit(&gp->waitstate, memory_order_acquire) & 3;
-		if (deadline >= 0 && st == WS_WOKEN)
+		if (deadline >= 0 && st != WS_TIMEDOUT)
 			deltimer(gp->timer);
 		return st == WS_WOKEN;
 	}

@@ -27,20 +27,19 @@ SPLIT_TEST_LDFLAGS := -L$(BUILD)/lib -Wl,-rpath,$(abspath $(BUILD)/lib) -lweft_s
 ifeq ($(HAVE_SPLIT),1)
 all: $(SPLIT_SO) $(SPLIT_AR) $(BUILD)/examples/splitstack
 
-$(BUILD)/obj-split/%.o: %.c $(HDRS) $(BUILD)/.deps-ok
+$(BUILD)/obj-split/%.o: %.c $(HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -DWEFT_SPLITSTACK -c $< -o $@
 
-$(BUILD)/obj-split/%.o: %.S
+$(BUILD)/obj-split/%.o: %.S $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -DWEFT_SPLITSTACK -c $< -o $@
 
-$(SPLIT_SO): $(SPLIT_OBJ)
+$(SPLIT_SO): $(SPLIT_OBJ) $(JEMALLOC_A) $(UNWIND_SO) $(FLAGS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) -shared -o $@ $(SPLIT_OBJ) $(JEMALLOC_A) -Wl,--exclude-libs,ALL \
-		-Wl,-soname,libweft_split.so -pthread $(LIBS)
+	$(CC) $(SO_LDFLAGS) -o $@ $(SPLIT_OBJ) $(JEMALLOC_A) -Wl,-soname,libweft_split.so $(LIBS)
 
-$(SPLIT_AR): $(SPLIT_OBJ) $(SPLIT_SO)
+$(SPLIT_AR): $(SPLIT_OBJ) $(SPLIT_SO) $(JEMALLOC_A)
 	ld -r -o $(BUILD)/obj-split/weft-all.o $(SPLIT_OBJ) $(JEMALLOC_A)
 	nm -D --defined-only $(SPLIT_SO) | awk '{print $$3}' | sort -u > $(BUILD)/obj-split/weft.syms
 	objcopy --keep-global-symbols=$(BUILD)/obj-split/weft.syms $(BUILD)/obj-split/weft-all.o \

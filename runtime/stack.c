@@ -434,12 +434,14 @@ void stackfree(struct p *pp, struct stack *s)
 			cachespill(pp);
 		pp->stackcache[pp->nstackcache++] = *s; /* the warmest: on top */
 		s->lo = s->hi = NULL;
+		stackwait_wake();
 		return;
 	}
 	lock(&stacklock);
 	putslot(s);
 	unlock(&stacklock);
 	s->lo = s->hi = NULL;
+	stackwait_wake();
 }
 
 /* ---- overflow reporting ---------------------------------------------- */

@@ -1,11 +1,13 @@
 /*
  * sysmon.c - the system monitor: an OS thread (not a G, holds no P) that
- *   - notices a P whose M has sat in a blocking call (entersyscall) for
- *     more than 20 us, or has run one G for more than 10 ms without a
+ *   - notices a P whose M has sat in a blocking call for more than 20 us
+ *     (entersyscall, or a call weft does not see: the thread's CPU time
+ *     stands still), or has run one G for more than 10 ms without a
  *     switch, while Gs wait behind it, and hands the waiting Gs to another
  *     M: an idle P if there is one, else a spare P lent for as long as the
- *     M stays stuck (lendp, proc.c); a hog is also asked to yield at its
- *     next runtime call;
+ *     M stays stuck (lendp, proc.c; uncapped for blocked Ms up to
+ *     WEFT_MAXTHREADS, capped for hogs); a hog is also asked to yield at
+ *     its next runtime call;
  *   - fires timers more than 1 ms overdue on a P whose M is stuck;
  *   - polls the network if nobody has for 10 ms;
  *   - prints the schedtrace line (WEFT_DEBUG=schedtrace=<ms>);
@@ -15,13 +17,16 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "runtime.h"
+#include "netpoll.h"
 
 #define SYSCALL_RETAKE_NS (20 * 1000)
+#define RELEND_NS (1000 * 1000) /* a blocked M's spare blocked too: another after this */
 #define HOG_RETAKE_NS (10 * 1000 * 1000)
 #define POLL_IDLE_NS (10 * 1000 * 1000)
 #define TIMER_LATE_NS (1000 * 1000) /* a P's timer this overdue: sysmon fires it */
@@ -40,6 +45,65 @@ static bool haswork(struct p *pp, int64_t now)
 	return !runqempty(pp) || (t0 && t0 <= now);
 }
 
+/* The state letter of thread tid (/proc/self/task/TID/stat: R running
+ * or runnable, S or D asleep in the kernel...), or 0. */
+static char threadstate(int tid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+	long fd = sys4(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	long n = sys3(SYS_read, fd, buf, sizeof buf - 1);
+	(void)sys3(SYS_close, fd, 0, 0);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	char *e = strrchr(buf, ')'); /* the name may hold spaces and parens */
+	return e && e[1] == ' ' ? e[2] : 0;
+}
+
+/* Is pp's M blocked in the kernel, in a call weft does not see (a raw
+ * syscall(), glibc's internal read under stdio, a futex)?  Its thread's
+ * CPU clock moved by less than an eighth of the wall time over at least
+ * 20 us of the same G's run (cheap: clock_gettime), and the kernel says
+ * it sleeps, S (exact: a hog is R even when the machine is too loaded to
+ * give it CPU). */
+static bool inkernel(struct p *pp, int64_t now)
+{
+	struct m *m = pp->m; /* P_RUNNING: its owner; Ms are never freed */
+	int tid = m ? atomic_load_explicit(&m->tid, memory_order_relaxed) : 0;
+	/* not a G's call: the scheduler (polling, sleeping until a timer) or
+	 * the runtime's own lock, whose holder runs */
+	if (tid <= 0 || !atomic_load_explicit(&m->curg, memory_order_relaxed) ||
+	    atomic_load_explicit(&m->lockwait, memory_order_relaxed))
+		return false;
+	/* the kernel's per-thread CPU clock: CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED */
+	clockid_t cid = (clockid_t)((~(unsigned)tid << 3) | 6);
+	struct timespec ts;
+	if (sys3(SYS_clock_gettime, cid, &ts, 0) != 0)
+		return false;
+	int64_t cpu = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	if (pp->sm_cpuwhen == 0) {
+		pp->sm_cpu = cpu;
+		pp->sm_cpuwhen = now;
+		return false;
+	}
+	int64_t wall = now - pp->sm_cpuwhen;
+	if (wall < SYSCALL_RETAKE_NS)
+		return false;
+	bool still = (cpu - pp->sm_cpu) * 8 < wall;
+	pp->sm_cpu = cpu;
+	pp->sm_cpuwhen = now;
+	if (!still)
+		return false;
+	/* S: asleep in a call (a read, a futex).  Not D: a thread that
+	 * faults pages in or waits for the address-space lock while others
+	 * map stacks is busy, and taking it for blocked lends a spare per
+	 * such wait, which adds to the contention. */
+	return threadstate(tid) == 'S';
+}
+
 /* Lend capacity around stuck Ms; returns how many Ps were lent or asked
  * to yield. */
 static int retake(int64_t now)
@@ -51,6 +115,13 @@ static int retake(int64_t now)
 		struct p *pp = allp[i];
 		if (PSTATUS(atomic_load(&pp->state)) != P_RUNNING) {
 			pp->sm_when = 0;
+			/* a spare retired with a G's timer on it (the G slept
+			 * on it, then the spare went away): nobody owns it */
+			int64_t t0 = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
+			if (pp->spare && t0 && now - t0 > TIMER_LATE_NS) {
+				checktimers(pp, now);
+				n++;
+			}
 			continue;
 		}
 		/* timers the owner is not getting to (it runs one G without a
@@ -69,14 +140,24 @@ static int retake(int64_t now)
 		if (*seen != tick || pp->sm_when == 0) {
 			*seen = tick;
 			pp->sm_when = now;
+			pp->sm_cpuwhen = 0;
 			continue;
 		}
-		if (now - pp->sm_when < (insys ? SYSCALL_RETAKE_NS : HOG_RETAKE_NS))
+		if (now - pp->sm_when < SYSCALL_RETAKE_NS)
 			continue;
-		if (atomic_load_explicit(&pp->flags, memory_order_relaxed) & PF_LENT)
-			continue; /* already has a spare working for it */
 		if (!haswork(pp, now) && atomic_load(&sched.runqsize) == 0)
 			continue; /* nobody waits behind it */
+		/* blocked in a call weft does not see: as a blocking call */
+		bool unseen = !insys && inkernel(pp, now);
+		insys = insys || unseen;
+		/* already has a spare working for it; unless it is blocked in
+		 * such a call and its Gs still wait a while later (that spare's
+		 * M blocked in one of them before it could steal the rest) */
+		if ((atomic_load_explicit(&pp->flags, memory_order_relaxed) & PF_LENT) &&
+		    (!unseen || now - pp->sm_lent < RELEND_NS || runqempty(pp)))
+			continue;
+		if (!insys && now - pp->sm_when < HOG_RETAKE_NS)
+			continue;
 		if (!insys) {
 			/* a hog: first ask it to yield at its next runtime call
 			 * (a G spawning or sending in a loop will); lend a P
@@ -97,6 +178,7 @@ static int retake(int64_t now)
 		}
 		atomic_fetch_add(insys ? &sched.nsyscallretake : &sched.nhogretake, 1);
 		pp->sm_when = 0;
+		pp->sm_lent = now;
 		lendp(pp, !insys);
 		n++;
 	}
@@ -230,6 +312,14 @@ void sysmon_wake(void)
 	unlock(&wakelock);
 }
 
+/* 1 while sysmon could not be started: the next M that the system lets
+ * us create tries again (newm). */
+_Atomic int sysmon_pending;
+
+/* Start sysmon.  If the system refuses a thread (RLIMIT_NPROC, a pid
+ * limit), the Gs still run on the Ms there are, only without blocking-call
+ * handoff, hog preemption or overdue-timer help until a thread can be
+ * made: said once (rt_thread_refused), retried by newm. */
 void sysmon_start(void)
 {
 	extern int (*rt_pthread_create)(pthread_t *, const pthread_attr_t *,
@@ -239,7 +329,10 @@ void sysmon_start(void)
 	pthread_attr_init(&a);
 	pthread_attr_setstacksize(&a, 256 * 1024);
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	if (rt_pthread_create(&t, &a, sysmon, NULL) != 0)
-		fatal("cannot start sysmon");
+	int e = rt_pthread_create(&t, &a, sysmon, NULL);
 	pthread_attr_destroy(&a);
+	if (e != 0) {
+		atomic_store(&sysmon_pending, 1);
+		rt_thread_refused(e);
+	}
 }

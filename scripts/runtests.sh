@@ -1,16 +1,19 @@
 #!/bin/sh
 # runtests.sh SUITE... - run each Criterion suite, show its output, and
-# close with one "N passed, N failed" line summed over all suites.
+# close with one "N passed, N failed, N skipped" line summed over all
+# suites (a test skipped because something it needs is missing is named
+# with its reason, never silent).
 # Exit status 1 if any test failed or crashed or a suite did not finish.
-pass=0 fail=0 bad=0
+pass=0 fail=0 skip=0 bad=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for t in "$@"; do
 	echo "== $t"
 	# shellcheck disable=SC2086
-	env $ENV "$t" --jobs 2 >"$log" 2>&1
+	env $ENV "$t" --jobs 2 --verbose >"$log" 2>&1
 	rc=$?
-	cat "$log"
+	grep -v '^\[\(RUN \|PASS\)\]' "$log"
+	skip=$((skip + $(grep -c '^\[SKIP\]' "$log")))
 	line=$(grep 'Synthesis: Tested:' "$log" | tail -n 1)
 	if [ -z "$line" ]; then
 		echo "weft: $t did not finish (exit $rc)"
@@ -24,5 +27,5 @@ for t in "$@"; do
 	fail=$((fail + f + c))
 	[ "$rc" -ne 0 ] && bad=1
 done
-echo "$pass passed, $fail failed"
+echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ] && [ "$bad" -eq 0 ]

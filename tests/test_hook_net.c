@@ -83,7 +83,9 @@ static int echo_many(int lfd, int n, int (*connect_fn)(void *), void *carg)
 	weft_stats_t st;
 	weft_stats(&st);
 	CHECK(st.threads <= 16); /* not one per blocked G */
-	CHECK(st.syscall_handoffs == 0);
+	/* (accept on a blocking listener is accept4 under entersyscall once
+	 * poll says a connection waits: on a loaded machine sysmon may hand
+	 * a P off during one, so handoffs are not counted here) */
 	return 0;
 }
 

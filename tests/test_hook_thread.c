@@ -361,7 +361,7 @@ G_TEST(hook_thread, plain_thread_gets_libc, 60)
 	return 0;
 }
 
-/* ---- a plain thread on an fd a G made non-blocking underneath ---------------------------- */
+/* ---- a plain thread on an fd a G uses: blocking, as the program made it ------------------ */
 
 struct shared {
 	int sv[2];
@@ -391,8 +391,8 @@ static void g_drain(void *arg)
 static void *thread_on_g_fd(void *arg)
 {
 	struct shared *s = arg;
-	CHECK(real_nonblock(s->sv[0])); /* the G made it so */
-	CHECK(!(fcntl(s->sv[0], F_GETFL) & O_NONBLOCK)); /* the program's view */
+	CHECK(!real_nonblock(s->sv[0])); /* weft never sets O_NONBLOCK */
+	CHECK(!(fcntl(s->sv[0], F_GETFL) & O_NONBLOCK));
 	char buf[16];
 	int64_t t0 = now_ns();
 	CHECK(read(s->sv[0], buf, sizeof buf) == 6); /* blocks until the G writes */
@@ -415,7 +415,8 @@ G_TEST(hook_thread, plain_thread_blocks_on_g_fd, 30)
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, s.sv) == 0);
 	char c;
 	CHECK(recv(s.sv[0], &c, 1, MSG_DONTWAIT) == -1); /* first use on a G */
-	CHECK(real_nonblock(s.sv[0]));
+	CHECK(read(s.sv[1], &c, 0) == 0);                 /* a try on the other end */
+	CHECK(!real_nonblock(s.sv[0]) && !real_nonblock(s.sv[1]));
 	weft_go(g_write_later, &s);
 	weft_go(g_drain, &s);
 	on_thread(thread_on_g_fd, &s);

@@ -193,3 +193,15 @@ Test(corpus, curl, .timeout = 120)
 		 ntohs(sa.sin_port));
 	same(script, true, 60);
 }
+
+/* What weft does not intercept sees the files as the program made them
+ * (issue 12): a server talking through stdio on its sockets (glibc's
+ * internal reads), and threads blocked in raw syscall(SYS_read) on
+ * pipes, more than the runtime would lend spare capacity for hogs. */
+Test(corpus, stdio_on_sockets_and_raw_syscalls, .timeout = 300)
+{
+	char script[PATH_MAX + 128];
+	const char *p = h_prog("dnh");
+	snprintf(script, sizeof script, "%s stdio 50; %s rawsys 100 -q; echo $?", p, p);
+	same(script, true, 120);
+}

@@ -1,16 +1,19 @@
 /*
  * weft - run an unmodified program on weft's green threads.
  *
- *   weft run [--procs N] [--stack SIZE] [--] PROGRAM [ARGS...]
+ *   weft run [--procs N] [--stack SIZE] [--no-children] [--] PROGRAM [ARGS...]
  *   weft version
  *   weft help
  *
  * "run" execs PROGRAM with libweft_preload.so added in front of
  * LD_PRELOAD (entries already there are kept) and WEFT_MAXPROCS /
- * WEFT_STACK_SIZE set from --procs / --stack.  What it changed is noted
- * in WEFT_RUN_* so that the shim can put the environment back for the
- * programs PROGRAM itself runs.  PROGRAM replaces this process: its exit
- * status, or the signal that kills it, is the launcher's.
+ * WEFT_STACK_SIZE set from --procs / --stack.  The programs PROGRAM runs
+ * in turn (a wrapper script's server, make's compilers) inherit that
+ * environment and run under weft too, as nice or taskset cover a process
+ * tree.  With --no-children what it changed is noted in WEFT_RUN_* so
+ * that the shim puts the environment back for them: only PROGRAM runs
+ * under weft.  PROGRAM replaces this process: its exit status, or the
+ * signal that kills it, is the launcher's.
  *
  * The shim is looked for next to the launcher (BIN/../lib), as in the
  * build tree and after make install, then in WEFT_LIBDIR.
@@ -22,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #ifndef WEFT_LIBDIR
@@ -33,7 +38,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: weft run [--procs N] [--stack SIZE] [--] PROGRAM [ARGS...]\n"
+		"usage: weft run [--procs N] [--stack SIZE] [--no-children] [--] PROGRAM [ARGS...]\n"
 		"       weft version\n"
 		"       weft help\n"
 		"\n"
@@ -45,6 +50,9 @@ static void usage(FILE *f)
 		"                default: the CPUs this process may use)\n"
 		"  --stack SIZE  stack of a pthread created with the default size\n"
 		"                (WEFT_STACK_SIZE: 16K..1G, e.g. 64K, 1M; default 256K)\n"
+		"  --no-children only PROGRAM runs under weft: the programs it starts get\n"
+		"                the environment as it was (by default they run under\n"
+		"                weft too, with the same settings)\n"
 		"\n"
 		"Also read from the environment: WEFT_PTHREADS=native (pthreads stay real\n"
 		"threads), WEFT_DEBUG.  See docs/preload.md.\n");
@@ -88,9 +96,14 @@ static char *find_shim(void)
 	exit(127);
 }
 
-/* Set name=value, noting the old value in WEFT_RUN_<tag>. */
-static void setnoting(const char *name, const char *tag, const char *value)
+/* Set name=value; with note (--no-children), note the old value in
+ * WEFT_RUN_<tag> for the shim to put back. */
+static void setnoting(const char *name, const char *tag, const char *value, bool note)
 {
+	if (!note) {
+		setenv(name, value, 1);
+		return;
+	}
 	char key[64];
 	snprintf(key, sizeof key, "WEFT_RUN_%s", tag);
 	const char *old = getenv(name);
@@ -160,9 +173,47 @@ static const char *optval(int argc, char **argv, int *i, const char *opt)
 	return argv[++*i];
 }
 
+/* PROGRAM as execvp finds it, into buf; NULL if it is not found. */
+static const char *lookup(const char *prog, char *buf, size_t len)
+{
+	if (strchr(prog, '/'))
+		return prog;
+	const char *path = getenv("PATH");
+	if (!path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	for (const char *p = path;; p++) {
+		const char *e = strchrnul(p, ':');
+		int n = snprintf(buf, len, "%.*s%s%s", (int)(e - p), p, e > p ? "/" : "", prog);
+		if (n > 0 && (size_t)n < len && access(buf, X_OK) == 0)
+			return buf;
+		if (!*e)
+			return NULL;
+		p = e;
+	}
+}
+
+/* Would the kernel run PROGRAM in secure mode (AT_SECURE: set-user-ID or
+ * set-group-ID to someone else, or file capabilities)?  Then the dynamic
+ * linker drops LD_PRELOAD and the program would run without weft,
+ * silently: refuse instead. */
+static bool secure_exec(const char *prog)
+{
+	char buf[PATH_MAX];
+	const char *path = lookup(prog, buf, sizeof buf);
+	struct stat st;
+	if (!path || stat(path, &st) != 0)
+		return false; /* execvp reports it */
+	if ((st.st_mode & S_ISUID) && st.st_uid != getuid())
+		return true;
+	if ((st.st_mode & S_ISGID) && (st.st_mode & S_IXGRP) && st.st_gid != getgid())
+		return true;
+	return getxattr(path, "security.capability", NULL, 0) > 0;
+}
+
 static int run(int argc, char **argv)
 {
 	const char *procs = NULL, *stack = NULL;
+	bool nochildren = false;
 	int i = 0;
 	for (; i < argc; i++) {
 		const char *a = argv[i], *v;
@@ -172,7 +223,9 @@ static int run(int argc, char **argv)
 		}
 		if (a[0] != '-' || !a[1])
 			break;
-		if ((v = optval(argc, argv, &i, "--procs"))) {
+		if (!strcmp(a, "--no-children")) {
+			nochildren = true;
+		} else if ((v = optval(argc, argv, &i, "--procs"))) {
 			if (!valid_procs(v))
 				bad("bad --procs %s: want an integer 1..1024", v);
 			procs = v;
@@ -187,11 +240,21 @@ static int run(int argc, char **argv)
 	if (i >= argc)
 		bad("%s", "run: no PROGRAM");
 	char **prog = argv + i;
+	if (secure_exec(prog[0])) {
+		fprintf(stderr,
+			"weft: %s is set-user-ID, set-group-ID or has file capabilities: the "
+			"dynamic linker would ignore the shim and run it without weft; refusing "
+			"(run it as its owner, or a copy without those bits)\n",
+			prog[0]);
+		return 126;
+	}
 
 	const char *shim = find_shim();
 	const char *old = getenv("LD_PRELOAD");
 	char *pre;
-	if (old && *old) {
+	if (old && strstr(old, shim)) {
+		pre = strdup(old); /* a nested run (a child of one): once is enough */
+	} else if (old && *old) {
 		size_t len = strlen(shim) + strlen(old) + 2;
 		pre = malloc(len);
 		if (!pre) {
@@ -202,12 +265,12 @@ static int run(int argc, char **argv)
 	} else {
 		pre = strdup(shim);
 	}
-	setnoting("LD_PRELOAD", "LD_PRELOAD", pre);
+	setnoting("LD_PRELOAD", "LD_PRELOAD", pre, nochildren);
 	free(pre);
 	if (procs)
-		setnoting("WEFT_MAXPROCS", "MAXPROCS", procs);
+		setnoting("WEFT_MAXPROCS", "MAXPROCS", procs, nochildren);
 	if (stack)
-		setnoting("WEFT_STACK_SIZE", "STACK_SIZE", stack);
+		setnoting("WEFT_STACK_SIZE", "STACK_SIZE", stack, nochildren);
 
 	execvp(prog[0], prog);
 	int e = errno;

@@ -17,6 +17,7 @@
 	.p2align 4
 weft_ctx_switch:
 	.cfi_startproc
+	endbr64
 	pushq	%rbp		/* frame pointer */
 	pushq	%rbx		/* callee-saved */
 	pushq	%r12		/* callee-saved */
@@ -63,6 +64,7 @@ weft_ctx_switch:
 	.p2align 4
 weft_ctx_make:
 	.cfi_startproc
+	endbr64
 	andq	$-16, %rdi		/* SysV: 16-byte aligned stack */
 	leaq	-64(%rdi), %rax		/* the frame (ctx_frame.h) */
 	movl	$0x1f80, (%rax)		/* default MXCSR: all exceptions masked */
@@ -95,3 +97,19 @@ weft_ctx_start:
 	.size	weft_ctx_start, .-weft_ctx_start
 
 	.section .note.GNU-stack,"",@progbits
+
+/* CET: indirect-branch tracking is fine (every entry point starts with
+ * endbr64), but not shadow stacks: weft_ctx_switch returns on another
+ * stack than it was called on, which a shadow stack would refuse.  So
+ * this object marks IBT only, and so does every library linked with it
+ * (the linker ANDs the markings). */
+	.section .note.gnu.property,"a"
+	.p2align 3
+	.long	4		/* name size */
+	.long	16		/* descriptor size */
+	.long	5		/* NT_GNU_PROPERTY_TYPE_0 */
+	.asciz	"GNU"
+	.long	0xc0000002	/* GNU_PROPERTY_X86_FEATURE_1_AND */
+	.long	4		/* data size */
+	.long	1		/* GNU_PROPERTY_X86_FEATURE_1_IBT */
+	.p2align 3

@@ -126,16 +126,28 @@ int pcv_wait(pthread_cond_t *c, pthread_mutex_t *m, int clk, const struct timesp
 		return r;
 	int e = errno_get();
 	weft_cond_t *wc = &((struct pcv *)(void *)c)->wc;
+	struct g *gp = hook_g();
+	if (gp) /* a signal handler for this G wakes it (a spurious wake-up) */
+		intr_arm(gp);
 	if (!abstime) {
 		r = weft_cond_wait(wc, wm);
 	} else {
 		int64_t ns = ts_until((clockid_t)clk, abstime);
 		r = weft_cond_timedwait(wc, wm, ns > 0 ? ns : 0);
 	}
+	if (gp)
+		intr_disarm(gp);
 	if (r)
 		r = errno_get();
 	errno_set(e);
 	mx_reacquire(m, saved);
+	if (r == ETIMEDOUT && gp && (!abstime || ts_until((clockid_t)clk, abstime) > 0)) {
+		/* woken early: a handler to run, or a cancellation (the mutex
+		 * held again, as glibc's cleanup handlers expect) */
+		(void)hook_eintr(true);
+		errno_set(e);
+		r = 0;
+	}
 	return r;
 }
 

@@ -7,13 +7,9 @@
  * vfork is fork: a vfork child shares our memory, and the hooks it would
  * run (dup2, close) would rewrite the parent's scheduler and fd state.
  *
- * exec and spawn: weft makes files non-blocking underneath for Gs.  A
- * program started from here must not inherit that, so before an exec
- * (and before posix_spawn, system, popen, whose children glibc starts
- * without going through us) every inherited file weft had made
- * non-blocking gets its blocking mode back, and from then on weft treats
- * it as a file that blocks (entersyscall), as Go does for files it hands
- * to a child.
+ * exec and spawn: run with the program's signal mask.  Nothing else to
+ * undo: weft never changes a file's O_NONBLOCK (hook.c io_try), so a
+ * program started from here inherits its files as the program made them.
  *
  * wait*: blocking calls, run under entersyscall on a G.
  */
@@ -65,79 +61,6 @@ HOOK pid_t __vfork(void)
 	return fork();
 }
 
-/* ---- blocking mode back for inherited files ----------------------------------- */
-
-/* fd will be shared with another program: blocking again, for good. */
-static void unblock(int fd, struct pd *d)
-{
-	lock(&d->lock);
-	uint32_t f = atomic_load_explicit(&d->flags, memory_order_acquire);
-	if ((f & (PD_NBSET | PD_USERNB)) == PD_NBSET) {
-		long fl = sys3(SYS_fcntl, fd, F_GETFL, 0);
-		if (fl >= 0 && (fl & O_NONBLOCK))
-			(void)sys3(SYS_fcntl, fd, F_SETFL, fl & ~O_NONBLOCK);
-		f = (f & ~(uint32_t)(PD_NBSET | PD_DRAINOK)) | PD_SYSCALL;
-		atomic_store_explicit(&d->flags, f, memory_order_release);
-	}
-	unlock(&d->lock);
-}
-
-static bool nbset(struct pd *d)
-{
-	return (atomic_load_explicit(&d->flags, memory_order_acquire) & (PD_NBSET | PD_USERNB)) ==
-	       PD_NBSET;
-}
-
-static void unblock_one(int fd, struct pd *d, void *arg)
-{
-	(void)arg;
-	if (!nbset(d))
-		return;
-	long fdfl = sys3(SYS_fcntl, fd, F_GETFD, 0);
-	if (fdfl >= 0 && !(fdfl & FD_CLOEXEC))
-		unblock(fd, d);
-}
-
-/* Every fd that survives exec (no FD_CLOEXEC). */
-static void unblock_inherited(void)
-{
-	pd_foreach(unblock_one, NULL);
-}
-
-/* glibc's file actions (spawn_int.h): what a posix_spawn child dup2s. */
-struct spawn_action {
-	int tag; /* 1: dup2 */
-	union {
-		struct {
-			int fd, newfd;
-		} dup2;
-		void *pad[3]; /* the open action: fd, path, oflag, mode */
-	} a;
-};
-_Static_assert(sizeof(struct spawn_action) == 32, "glibc's struct __spawn_action");
-
-struct spawn_actions {
-	int allocated, used;
-	struct spawn_action *actions;
-	int pad[16];
-};
-_Static_assert(sizeof(struct spawn_actions) == sizeof(posix_spawn_file_actions_t),
-	       "posix_spawn_file_actions_t size");
-
-static void unblock_spawned(const posix_spawn_file_actions_t *fa)
-{
-	unblock_inherited();
-	const struct spawn_actions *s = (const struct spawn_actions *)(const void *)fa;
-	for (int i = 0; s && s->actions && i < s->used; i++) {
-		if (s->actions[i].tag != 1)
-			continue;
-		int fd = s->actions[i].a.dup2.fd;
-		struct pd *d = pd_lookup(fd);
-		if (d && nbset(d))
-			unblock(fd, d);
-	}
-}
-
 /* ---- exec ---------------------------------------------------------------------------- */
 
 DEFREAL(execve);
@@ -178,37 +101,31 @@ DEFREAL(execveat);
 
 HOOK int execve(const char *path, char *const argv[], char *const envp[])
 {
-	unblock_inherited();
 	return EXEC(REAL(execve)(path, argv, envp));
 }
 
 HOOK int execv(const char *path, char *const argv[])
 {
-	unblock_inherited();
 	return EXEC(REAL(execv)(path, argv));
 }
 
 HOOK int execvp(const char *file, char *const argv[])
 {
-	unblock_inherited();
 	return EXEC(REAL(execvp)(file, argv));
 }
 
 HOOK int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	unblock_inherited();
 	return EXEC(REAL(execvpe)(file, argv, envp));
 }
 
 HOOK int fexecve(int fd, char *const argv[], char *const envp[])
 {
-	unblock_inherited();
 	return EXEC(REAL(fexecve)(fd, argv, envp));
 }
 
 HOOK int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
 {
-	unblock_inherited();
 	return EXEC(REAL(execveat)(dirfd, path, argv, envp, flags));
 }
 
@@ -269,26 +186,22 @@ DEFREAL(pclose);
 HOOK int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 		     const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	unblock_spawned(fa);
 	return WITH_P(int, REAL(posix_spawn)(pid, path, fa, attr, argv, envp));
 }
 
 HOOK int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
 		      const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	unblock_spawned(fa);
 	return WITH_P(int, REAL(posix_spawnp)(pid, file, fa, attr, argv, envp));
 }
 
 HOOK int system(const char *cmd)
 {
-	unblock_inherited();
 	return WITH_P(int, BLOCKING(hook_g() != NULL, REAL(system)(cmd)));
 }
 
 HOOK FILE *popen(const char *cmd, const char *mode)
 {
-	unblock_inherited();
 	return WITH_P(FILE *, REAL(popen)(cmd, mode));
 }
 

@@ -5,8 +5,8 @@
  * A sem_t is 32 bytes: weft_sem_t in bytes 0..24, and a magic word at
  * offset 28 that glibc never writes for its own (sem_open zeroes the
  * tail; a pshared sem_init here clears it first).  Like glibc's, these
- * return -1 with errno on failure; unlike glibc's, a wait is never cut
- * short by a signal (no EINTR).
+ * return -1 with errno on failure, EINTR when a signal handler without
+ * SA_RESTART ran for the waiting G (with SA_RESTART the wait goes on).
  */
 #include "shim.h"
 
@@ -67,13 +67,35 @@ HOOK int sem_destroy(sem_t *s)
 	return 0;
 }
 
+/* An interruptible wait on a G: 0, -1 (ETIMEDOUT, or EINTR). */
+static int semwait(weft_sem_t *w, int64_t ns)
+{
+	struct g *gp = hook_g();
+	for (;;) {
+		if (gp)
+			intr_arm(gp);
+		int r = ns < 0 ? weft_sem_wait(w) : weft_sem_timedwait(w, ns);
+		if (gp)
+			intr_disarm(gp);
+		if (r == 0)
+			return 0;
+		if (!gp || !g_interrupted())
+			return fail(ETIMEDOUT);
+		if (hook_eintr(true) != 0)
+			return fail(EINTR);
+		if (ns >= 0)
+			return fail(ETIMEDOUT); /* restart with the time left: the caller's loop */
+	}
+}
+
 HOOK int sem_wait(sem_t *s)
 {
 	weft_sem_t *w = ours(s);
 	if (!w)
 		return REAL(sem_wait)(s);
 	int e = errno_get();
-	weft_sem_wait(w);
+	if (semwait(w, -1) != 0)
+		return -1;
 	errno_set(e);
 	return 0;
 }
@@ -99,9 +121,18 @@ static int timedwait(weft_sem_t *w, clockid_t clk, const struct timespec *abstim
 	}
 	if (!ts_ok(abstime))
 		return fail(EINVAL);
-	int64_t ns = ts_until(clk, abstime);
-	if (ns <= 0 || weft_sem_timedwait(w, ns) != 0)
-		return fail(ETIMEDOUT);
+	for (;;) {
+		int64_t ns = ts_until(clk, abstime);
+		if (ns <= 0)
+			return fail(ETIMEDOUT);
+		if (semwait(w, ns) == 0)
+			break;
+		if (errno_get() == EINTR)
+			return -1;
+		if (ts_until(clk, abstime) <= 0)
+			return -1; /* ETIMEDOUT */
+		/* a handler with SA_RESTART ran: wait on, to the same time */
+	}
 	errno_set(e);
 	return 0;
 }

@@ -90,6 +90,18 @@ int sig_rt_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), vo
 void sig_start(void) HIDDEN;
 _Noreturn void sig_thread(void) HIDDEN;
 void sig_afterfork_child(void) HIDDEN;
+/* A thread of the program starts (with mask, its creator's: sig_inherit)
+ * or ends as gp; a signal for one G (pthread_kill: 0 or an error number). */
+void sig_gstart(struct g *gp, uint64_t mask, bool ismain) HIDDEN;
+void sig_gend(struct g *gp) HIDDEN;
+uint64_t sig_inherit(void) HIDDEN;
+int sig_send_g(struct g *gp, int sig, int code, const union sigval *v) HIDDEN;
+
+/* ---- cancellation (cancel.c) ---------------------------------------------- */
+
+/* pthread_cancel of gp (0); cancel_start wires the cancellation points. */
+int cancel_g(struct g *gp) HIDDEN;
+void cancel_start(void) HIDDEN;
 /* On a G with the signal thread running: around a call whose child or
  * new program must inherit the program's mask (exec, spawn), the M
  * takes that mask for the call. */

@@ -1,30 +1,40 @@
 /*
- * signal.c - signal masks and signal waits for Gs.
+ * signal.c - signals for Gs as for threads: a mask per G, handlers run
+ * on the G a signal is for, EINTR for its parked call; and signal waits.
  *
- * A G moves between OS threads, so a per-thread signal mask means
- * nothing for it.  Under the shim the program has one mask, P, as a
- * single-threaded process does, and the OS threads are arranged so the
- * kernel's choices match it:
+ * The OS threads are arranged so that the kernel never runs a handler
+ * of the program on a thread of its own choosing:
  *
+ *   - every G of the program (main, every pthread) has its own mask
+ *     (g->sigmask), inherited from its creator, changed by its own
+ *     sigprocmask / pthread_sigmask.  P is what every one of them
+ *     blocks (a table of the masks in use and how many Gs have each);
  *   - the real main thread (idle since main became a G; "the signal
- *     thread") carries P: a process-directed signal that P lets through
- *     is handled there - never on an M in the middle of the scheduler;
+ *     thread") blocks P and every signal with a handler (H): it only
+ *     ever takes a default action, as the kernel would in any thread;
  *   - every runtime thread (Ms, sysmon, the dumper) blocks all
- *     asynchronous signals; only faults, SIGPIPE / SIGXFSZ (sent to the
- *     thread that wrote, blocked as P says) and the runtime's own SIGURG
- *     reach them;
- *   - sigprocmask / pthread_sigmask on a G change P and the signal
- *     thread's mask (and the Ms' SIGPIPE / SIGXFSZ bits), and return
- *     once the signal thread has it.
+ *     asynchronous signals; faults, SIGPIPE / SIGXFSZ (blocked as P
+ *     says) and the runtime's own SIGURG reach them, as today;
+ *   - a signal with a handler that some G lets through (H minus P)
+ *     stays pending for the process until the router (a G parked on a
+ *     signalfd for those) reads it and gives it to one G that does not
+ *     block it - main first, as the kernel prefers the main thread -
+ *     then, by turns, the others;
+ *   - a signal for a G (routed, pthread_kill, pthread_sigqueue, raise)
+ *     is pending on it (g->sigpend) until it runs the handler on its own
+ *     stack: at once if it is the sender; else g_interrupt wakes it from
+ *     an interruptible park (read, accept, poll, sleep, sem_wait ... see
+ *     docs/preload.md), the handler runs and the call returns EINTR or
+ *     goes on, as SA_RESTART and signal(7) say.  A G that is running,
+ *     or parked where a thread would not be interrupted either (a mutex,
+ *     a join), runs it at its next interruptible call or mask change.
  *
- * A signal P blocks stays pending for the process, as it would.  Calls
- * that unblock signals while they wait see it: sigsuspend and sigwait*
- * run for real on their M; pselect / ppoll / epoll_pwait with a mask
- * park the G, so a watcher G parked on a signalfd for P's signals kicks
- * every G parked on an fd when one arrives, and their retry (a zero
- * timeout call with the caller's mask) takes the signal: EINTR, with the
- * handler run, as without weft.  pause() returns once a handler has run
- * on the signal thread.
+ * A signal P blocks stays pending for the process, as it would.  A
+ * watcher G on a signalfd for P hears of each: Gs in sigwait* park until
+ * it does and take it with a zero-timeout sigtimedwait; Gs in pselect /
+ * ppoll / epoll_pwait with a mask park, and the watcher kicks every G
+ * parked on an fd, so their retry (a zero-timeout call with the
+ * caller's mask) takes it; a sigsuspend that opens one runs for real.
  *
  * Threads change masks with SIGWEFT (a real-time signal the shim keeps
  * for itself): its handler sets the mask the thread returns to.
@@ -42,14 +52,21 @@
 #define SIGWEFT (SIGRTMAX - 3)
 
 static bool active;            /* the signal thread runs */
-static struct lock plock;      /* changes of P */
-static sigset_t P;             /* the program's mask (plock) */
-static _Atomic uint64_t pbits; /* P's signals 1..64, read without a lock (handlers) */
+static struct lock plock;      /* the mask table, P, H; g->sigmask stores */
+static _Atomic uint64_t pbits; /* P: signals 1..64 every G blocks (plock; read without) */
+static _Atomic uint64_t hbits; /* H: signals with a handler that Gs take (plock) */
 static _Atomic uint64_t pgen;  /* bumped with every change of P */
 static _Atomic uint64_t applied; /* pgen the signal thread runs with */
 static _Atomic int sigtid;     /* the signal thread */
 static _Atomic uint32_t hgen;  /* handlers run on the signal thread (futex word) */
 static int sfd = -1;           /* signalfd on P's catchable signals */
+static int rfd = -1;           /* signalfd on H minus P: what the router reads */
+static struct pd *rpd;         /* its descriptor, once the router parks on it */
+#define STALL_NS 50000000      /* see stall() */
+static struct stall {
+	struct g *g;  /* the G a process signal was given to, NULL none */
+	int64_t when; /* the router runs it from then on */
+} stalls[65];     /* ilock */
 extern _Atomic uint32_t sig_execing;
 static volatile sig_atomic_t weftsig; /* the signal thread got SIGWEFT */
 
@@ -94,6 +111,20 @@ static void frombits(uint64_t b, sigset_t *s)
 			sigaddset(s, i);
 }
 
+static uint64_t sigbit(int s)
+{
+	return s >= 1 && s <= 64 ? 1ULL << (s - 1) : 0;
+}
+
+/* Never blocked by a G: the unblockable ones, glibc's, ours. */
+static uint64_t unblockable(void)
+{
+	uint64_t b = sigbit(SIGKILL) | sigbit(SIGSTOP) | sigbit(SIGWEFT);
+	for (int s = SIGSYS + 1; s < SIGRTMIN; s++)
+		b |= sigbit(s);
+	return b;
+}
+
 /* What an M runs with: every asynchronous signal blocked.  No lock: a
  * SIGWEFT handler computes it. */
 static void m_mask(sigset_t *m)
@@ -101,13 +132,21 @@ static void m_mask(sigset_t *m)
 	uint64_t p = atomic_load_explicit(&pbits, memory_order_acquire);
 	sigemptyset(m);
 	for (int s = 1; s < NSIG; s++)
-		if (async_sig(s) || ((s == SIGPIPE || s == SIGXFSZ) && s <= 64 &&
-				     (p & (1ULL << (s - 1)))))
+		if (async_sig(s) || ((s == SIGPIPE || s == SIGXFSZ) && (p & sigbit(s))))
 			sigaddset(m, s);
 }
 
-/* What the signal thread runs with: P. */
+/* What the signal thread runs with: P and H (handlers run on Gs, if the
+ * router that gives them to Gs runs). */
 static void st_mask(sigset_t *m)
+{
+	uint64_t h = rfd >= 0 ? atomic_load_explicit(&hbits, memory_order_acquire) : 0;
+	frombits(atomic_load_explicit(&pbits, memory_order_acquire) | h, m);
+	sigdelset(m, SIGWEFT);
+}
+
+/* P alone. */
+static void p_mask(sigset_t *m)
 {
 	frombits(atomic_load_explicit(&pbits, memory_order_acquire), m);
 	sigdelset(m, SIGWEFT);
@@ -204,12 +243,68 @@ void sig_exec_end(void)
 	sys4(SYS_futex, &sig_execing, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL);
 }
 
-/* ---- the watcher: a G parked on the signalfd ----------------------------------------- */
+/* ---- the mask table: P is what every G blocks ------------------------------------------ */
+
+struct mtab {
+	uint64_t mask; /* a mask some Gs have */
+	int64_t n;     /* how many (0: a free entry) */
+};
+static struct mtab *mt;   /* plock */
+static int nmt, capmt;    /* entries used (some may have n 0), allocated */
+static struct g *maing;   /* the main G: first choice for a process signal */
+static uint64_t ppend;      /* routed when no G would take them (plock) */
+static siginfo_t pinfo[65]; /* their siginfo (plock) */
+
+/* plock held: n more (or fewer) Gs with mask. */
+static void mt_add(uint64_t mask, int64_t n)
+{
+	int fr = -1;
+	for (int i = 0; i < nmt; i++) {
+		if (mt[i].n && mt[i].mask == mask) {
+			mt[i].n += n;
+			return;
+		}
+		if (!mt[i].n && fr < 0)
+			fr = i;
+	}
+	if (n <= 0)
+		return; /* not there: a fork child's reset table */
+	if (fr < 0) {
+		if (nmt == capmt) {
+			int ncap = capmt ? capmt * 2 : 16;
+			struct mtab *t = rtalloc((size_t)ncap * sizeof *t);
+			if (!t)
+				fatal("out of memory for the signal mask table");
+			if (nmt)
+				memcpy(t, mt, (size_t)nmt * sizeof *t);
+			rtfree(mt);
+			mt = t;
+			capmt = ncap;
+		}
+		fr = nmt++;
+	}
+	mt[fr] = (struct mtab){ mask, n };
+}
+
+/* plock held: P from the table.  With no G yet, P stays as it was. */
+static uint64_t mt_p(void)
+{
+	uint64_t p = ~0ULL;
+	bool any = false;
+	for (int i = 0; i < nmt; i++)
+		if (mt[i].n > 0) {
+			p &= mt[i].mask;
+			any = true;
+		}
+	return any ? p : atomic_load_explicit(&pbits, memory_order_relaxed);
+}
+
+/* ---- the watcher: a G parked on the signalfd for P -------------------------------------- */
 
 static void kick_one(int fd, struct pd *d, void *arg)
 {
 	(void)arg;
-	if (fd != sfd && __atomic_load_n(&d->waiters.head, __ATOMIC_RELAXED))
+	if (fd != sfd && fd != rfd && __atomic_load_n(&d->waiters.head, __ATOMIC_RELAXED))
 		pd_kick(d, PD_READ | PD_WRITE);
 }
 
@@ -219,20 +314,34 @@ static void kick_all(void)
 	pd_foreach(kick_one, NULL);
 }
 
+/* Park on fd until readable or before() says (-1: no deadline): false
+ * once it is closed. */
+static bool fd_park(struct pd *d, int64_t (*before)(void))
+{
+	struct pollreq r;
+	r.d = d;
+	r.seq = atomic_load_explicit(&d->seq, memory_order_acquire);
+	r.mask = PD_READ;
+	pd_snap(&r);
+	int64_t deadline = before ? before() : -1;
+	return pd_wait(&r, 1, deadline, W_POLL) != -EBADF;
+}
+
+static weft_mutex_t wmu = WEFT_MUTEX_INIT;
+static weft_cond_t wcv = WEFT_COND_INIT; /* wgen moved */
+static uint64_t wgen;                    /* signals of P the watcher heard of (wmu) */
+
 static void watcher(void *arg)
 {
 	(void)arg;
 	struct pd *d = pd_get(sfd);
 	if (!d || pd_init(d, sfd) != 0 || pd_register(d, sfd) != 0)
 		return;
-	for (;;) {
-		struct pollreq r;
-		r.d = d;
-		r.seq = atomic_load_explicit(&d->seq, memory_order_acquire);
-		r.mask = PD_READ;
-		pd_snap(&r);
-		if (pd_wait(&r, 1, -1, W_POLL) == -EBADF)
-			return;
+	while (fd_park(d, NULL)) {
+		weft_mutex_lock(&wmu); /* Gs in sigwait look again */
+		wgen++;
+		weft_cond_broadcast(&wcv);
+		weft_mutex_unlock(&wmu);
 		kick_all();
 	}
 }
@@ -243,37 +352,120 @@ static void sfd_update(void)
 	if (sfd < 0)
 		return;
 	sigset_t m;
-	st_mask(&m);
+	p_mask(&m);
 	for (int s = 1; s < NSIG; s++)
 		if (!async_sig(s))
 			sigdelset(&m, s);
 	(void)sys4(SYS_signalfd4, sfd, &m, 8, 0);
 }
 
-static void watcher_start(void)
+static int newsfd(void)
 {
 	sigset_t m;
 	sigemptyset(&m);
 	long fd = sys4(SYS_signalfd4, -1, &m, 8, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (fd < 0)
+	return fd < 0 ? -1 : rt_fdhigh((int)fd); /* out of the way of programs' low fds */
+}
+
+static void watcher_start(void)
+{
+	if ((sfd = newsfd()) < 0)
 		return;
-	sfd = rt_fdhigh((int)fd); /* out of the way of programs' low fd numbers */
 	sfd_update();
 	weft_attr_t a = { .stack_size = 64 * 1024, .name = "weft signals" };
 	if (weft_go_attr(&a, watcher, NULL) < 0)
 		warn("cannot start the signal watcher: signal waits with a mask may not wake");
 }
 
+/* ---- the router: process signals with a handler, to a G ------------------------------------ */
+
+static weft_mutex_t rmu = WEFT_MUTEX_INIT; /* one reader of rfd routes at a time */
+static void route(int sig, const siginfo_t *si);
+
+/* What the router takes: H minus P. */
+static void rfd_update(void)
+{
+	if (rfd < 0)
+		return;
+	uint64_t b = atomic_load(&hbits) & ~atomic_load(&pbits);
+	sigset_t m;
+	frombits(b, &m);
+	sigdelset(&m, SIGWEFT);
+	(void)sys4(SYS_signalfd4, rfd, &m, 8, 0);
+}
+
+/* Read every pending signal of rfd and route it.  rmu held. */
+static void rfd_drain(void)
+{
+	struct signalfd_siginfo ss[8];
+	long n;
+	while ((n = sys3(SYS_read, rfd, ss, sizeof ss)) > 0) {
+		for (long i = 0; i < n / (long)sizeof ss[0]; i++) {
+			siginfo_t si;
+			memset(&si, 0, sizeof si);
+			si.si_signo = (int)ss[i].ssi_signo;
+			si.si_code = ss[i].ssi_code;
+			si.si_errno = ss[i].ssi_errno;
+			si.si_pid = (pid_t)ss[i].ssi_pid;
+			si.si_uid = ss[i].ssi_uid;
+			si.si_status = ss[i].ssi_status;
+			si.si_value.sival_ptr = (void *)(uintptr_t)ss[i].ssi_ptr;
+			route(si.si_signo, &si);
+		}
+	}
+}
+
+static void drain_locked(void)
+{
+	weft_mutex_lock(&rmu);
+	rfd_drain();
+	weft_mutex_unlock(&rmu);
+}
+
+static int64_t run_stalled(void);
+
+static int64_t router_round(void)
+{
+	drain_locked();
+	return run_stalled();
+}
+
+static void router(void *arg)
+{
+	(void)arg;
+	struct pd *d = pd_get(rfd);
+	if (!d || pd_init(d, rfd) != 0 || pd_register(d, rfd) != 0)
+		return;
+	rpd = d;
+	while (fd_park(d, router_round))
+		;
+}
+
+static void router_start(void)
+{
+	if ((rfd = newsfd()) < 0)
+		return;
+	rfd_update();
+	/* handlers may run on it (stall) */
+	weft_attr_t a = { .stack_size = 256 * 1024, .name = "weft signal router" };
+	if (weft_go_attr(&a, router, NULL) < 0) {
+		warn("cannot start the signal router: handlers will run on the signal thread");
+		(void)sys3(SYS_close, rfd, 0, 0);
+		rfd = -1;
+	}
+}
+
 /* ---- the signal thread ------------------------------------------------------------------ */
 
-/* The real main thread from now on: carry P, take signals, wait. */
+/* The real main thread from now on: carry P and H, take default actions, wait. */
 _Noreturn void sig_thread(void)
 {
 	for (;;) {
 		uint32_t h = atomic_load(&hgen);
 		long r = sys4(SYS_futex, &hgen, FUTEX_WAIT_PRIVATE, h, NULL);
 		if (r == -EINTR) {
-			/* a handler ran here, or SIGWEFT brought a new mask */
+			/* SIGWEFT brought a new mask, or a handler ran here
+			 * (one installed with a raw system call) */
 			if (weftsig)
 				weftsig = 0;
 			else
@@ -285,26 +477,54 @@ _Noreturn void sig_thread(void)
 	}
 }
 
+/* A handler the program installed for s (not SIG_DFL, SIG_IGN)? */
+static bool handled(const struct sigaction *sa)
+{
+	return (sa->sa_flags & SA_SIGINFO) ? sa->sa_sigaction != NULL
+					   : sa->sa_handler != SIG_DFL && sa->sa_handler != SIG_IGN;
+}
+
+DEFREAL(sigaction);
+
+/* H from the dispositions as they are now. */
+static uint64_t h_scan(void)
+{
+	uint64_t h = 0;
+	for (int s = 1; s <= 64 && s < NSIG; s++) {
+		struct sigaction sa;
+		if (async_sig(s) && REAL(sigaction)(s, NULL, &sa) == 0 && handled(&sa))
+			h |= sigbit(s);
+	}
+	return h;
+}
+
+static int sig_run(void);
+
 /* Called on the real main thread before main's G starts. */
 void sig_start(void)
 {
 	install();
-	REAL(pthread_sigmask)(SIG_SETMASK, NULL, &P);
-	sigdelset(&P, SIGWEFT);
-	atomic_store(&pbits, tobits(&P));
-	REAL(pthread_sigmask)(SIG_SETMASK, &P, NULL);
+	sigset_t m;
+	REAL(pthread_sigmask)(SIG_SETMASK, NULL, &m);
+	atomic_store(&pbits, tobits(&m) & ~unblockable());
+	atomic_store(&hbits, h_scan());
+	st_mask(&m);
+	REAL(pthread_sigmask)(SIG_SETMASK, &m, NULL);
 	atomic_store(&sigtid, gettid_());
 	/* Ms made before now (runtime start) got P: give them theirs */
-	for (struct m *m = atomic_load(&allm); m; m = m->alllink)
-		if (m->tid)
-			tell(m->tid);
+	for (struct m *mp = atomic_load(&allm); mp; mp = mp->alllink)
+		if (mp->tid)
+			tell(mp->tid);
 	watcher_start();
+	router_start();
+	hook_sigrun = sig_run;
+	cancel_start();
 	active = true;
 }
 
 /* Child of fork: a new signal thread (the old one is not in the child).
- * The watcher G starts with the child's first mask change: most
- * children exec at once. */
+ * The watcher and router Gs start with the child's first mask change:
+ * most children exec at once. */
 static bool watcher_wanted;
 
 static void *sig_thread_child(void *arg)
@@ -326,11 +546,31 @@ void sig_afterfork_child(void)
 	atomic_store(&plock.key, 0);
 	smu = (weft_mutex_t)WEFT_MUTEX_INIT;
 	scv = (weft_cond_t)WEFT_COND_INIT;
+	rmu = (weft_mutex_t)WEFT_MUTEX_INIT;
+	wmu = (weft_mutex_t)WEFT_MUTEX_INIT;
+	wcv = (weft_cond_t)WEFT_COND_INIT;
 	atomic_store(&sigtid, 0);
 	atomic_store(&applied, 0);
-	if (sfd >= 0) { /* the watcher G did not survive the fork */
+	/* the forking G is the only thread: the table holds its mask alone;
+	 * nothing is pending in a new process */
+	struct g *gp = getg();
+	nmt = 0;
+	if (gp && gp->sigon) {
+		mt_add(atomic_load(&gp->sigmask), 1);
+		atomic_store(&gp->sigpend, 0);
+	}
+	maing = gp;
+	ppend = 0;
+	if (sfd >= 0) { /* the watcher and router Gs did not survive the fork */
 		(void)sys3(SYS_close, sfd, 0, 0);
 		sfd = -1;
+		watcher_wanted = true;
+	}
+	rpd = NULL;
+	memset(stalls, 0, sizeof stalls);
+	if (rfd >= 0) {
+		(void)sys3(SYS_close, rfd, 0, 0);
+		rfd = -1;
 		watcher_wanted = true;
 	}
 	pthread_t t;
@@ -353,55 +593,53 @@ void sig_afterfork_child(void)
 	pthread_attr_destroy(&a);
 }
 
-/* ---- masks for Gs ------------------------------------------------------------------------- */
+/* ---- P and H changed: every thread and signalfd in step ----------------------------------- */
 
 static bool on_g(void)
 {
 	return active && getg();
 }
 
-/* Change P; 0 or an error number. */
-static int setp(int how, const sigset_t *set, sigset_t *old)
+/* plock held: P (and the generation) for what the table says now.
+ * Returns the new generation, 0 if P did not change. */
+static uint64_t p_set_locked(uint64_t *was)
 {
-	if (set && how != SIG_BLOCK && how != SIG_UNBLOCK && how != SIG_SETMASK)
-		return EINVAL;
-	lock(&plock);
-	sigset_t was = P, now = P;
-	if (set) {
-		if (how == SIG_BLOCK)
-			sigorset(&now, &P, set);
-		else if (how == SIG_SETMASK)
-			now = *set;
-		else
-			for (int s = 1; s < NSIG; s++)
-				if (sigismember(set, s))
-					sigdelset(&now, s);
-		/* as glibc: never the unblockable ones, glibc's, or ours */
-		sigdelset(&now, SIGKILL);
-		sigdelset(&now, SIGSTOP);
-		sigdelset(&now, SIGWEFT);
-		for (int s = SIGSYS + 1; s < SIGRTMIN; s++)
-			sigdelset(&now, s);
-	}
-	bool changed = memcmp(&was, &now, sizeof now) != 0;
-	uint64_t g = 0;
-	if (changed) {
-		P = now;
-		atomic_store_explicit(&pbits, tobits(&now), memory_order_release);
-		g = atomic_fetch_add(&pgen, 1) + 1;
-	}
-	unlock(&plock);
-	if (old)
-		*old = was;
-	if (!changed)
+	uint64_t np = mt_p() & ~unblockable();
+	*was = atomic_load_explicit(&pbits, memory_order_relaxed);
+	if (np == *was)
 		return 0;
+	atomic_store_explicit(&pbits, np, memory_order_release);
+	return atomic_fetch_add(&pgen, 1) + 1;
+}
+
+/* plock held: H gains or loses s.  The new generation, or 0. */
+static uint64_t h_set_locked(int s, bool on)
+{
+	uint64_t h = atomic_load_explicit(&hbits, memory_order_relaxed);
+	uint64_t nh = on ? h | sigbit(s) : h & ~sigbit(s);
+	if (nh == h)
+		return 0;
+	atomic_store_explicit(&hbits, nh, memory_order_release);
+	return atomic_fetch_add(&pgen, 1) + 1;
+}
+
+
+/* After a change to generation g (P was oldp): the signalfds, the Ms'
+ * SIGPIPE / SIGXFSZ, and the signal thread (waited for on a G: as the
+ * kernel does, a signal unblocked now is acted on before we return). */
+static void masks_apply(uint64_t g, uint64_t oldp)
+{
+	if (!g)
+		return;
 	if (watcher_wanted) {
 		watcher_wanted = false;
 		watcher_start();
+		router_start();
 	}
+	uint64_t p = atomic_load(&pbits);
 	sfd_update();
-	if (sigismember(&was, SIGPIPE) != sigismember(&now, SIGPIPE) ||
-	    sigismember(&was, SIGXFSZ) != sigismember(&now, SIGXFSZ)) {
+	rfd_update();
+	if ((oldp ^ p) & (sigbit(SIGPIPE) | sigbit(SIGXFSZ))) {
 		/* Every M, this one too (the handler runs before tgkill
 		 * returns), takes its mask from pbits in its SIGWEFT handler,
 		 * as pbits is then.  Each M gets a SIGWEFT sent after the
@@ -412,7 +650,19 @@ static int setp(int how, const sigset_t *set, sigset_t *old)
 			if (m->tid)
 				tell(m->tid);
 	}
-	/* as the kernel: a signal unblocked now is handled before we return */
+	/* routed signals nobody would take that every G now blocks: back
+	 * to the kernel, pending for the process (sigwait, sigpending) */
+	lock(&plock);
+	uint64_t back = ppend & p;
+	ppend &= ~back;
+	unlock(&plock);
+	for (int s = 1; back; s++)
+		if (back & sigbit(s)) {
+			back &= ~sigbit(s);
+			(void)sys3(SYS_kill, getpid(), s, 0);
+		}
+	if (!on_g())
+		return;
 	int e = errno_get();
 	weft_mutex_lock(&smu);
 	while (atomic_load(&applied) < g) {
@@ -421,6 +671,377 @@ static int setp(int how, const sigset_t *set, sigset_t *old)
 	}
 	weft_mutex_unlock(&smu);
 	errno_set(e);
+}
+
+/* The disposition of s may have changed (sigaction, signal, ...). */
+static void h_update(int s)
+{
+	if (!active || s < 1 || s > 64 || !async_sig(s))
+		return;
+	struct sigaction sa;
+	if (REAL(sigaction)(s, NULL, &sa) != 0)
+		return;
+	lock(&plock);
+	uint64_t oldp = atomic_load(&pbits);
+	uint64_t g = h_set_locked(s, handled(&sa));
+	unlock(&plock);
+	masks_apply(g, oldp);
+}
+
+/* ---- Gs: their masks, and signals for them ------------------------------------------------- */
+
+/* A thread of the program starts as gp, with its creator's mask. */
+void sig_gstart(struct g *gp, uint64_t mask, bool ismain)
+{
+	mask &= ~unblockable();
+	atomic_store(&gp->sigmask, mask);
+	atomic_store(&gp->sighold, 0);
+	atomic_store(&gp->sigpend, 0);
+	lock(&plock);
+	mt_add(mask, 1);
+	gp->sigon = true;
+	if (ismain)
+		maing = gp;
+	uint64_t oldp;
+	uint64_t g = p_set_locked(&oldp);
+	unlock(&plock);
+	masks_apply(g, oldp);
+}
+
+/* It ends: signals still pending on it are lost, as a thread's are. */
+void sig_gend(struct g *gp)
+{
+	if (!gp->sigon)
+		return;
+	lock(&plock);
+	mt_add(atomic_load(&gp->sigmask), -1);
+	gp->sigon = false;
+	if (maing == gp)
+		maing = NULL;
+	uint64_t oldp;
+	uint64_t g = p_set_locked(&oldp);
+	unlock(&plock);
+	masks_apply(g, oldp);
+}
+
+/* The mask a new G gets: its creator's (a plain thread's own). */
+uint64_t sig_inherit(void)
+{
+	struct g *gp = getg();
+	if (gp && gp->sigon)
+		return atomic_load(&gp->sigmask);
+	sigset_t m;
+	if (gp && active)
+		p_mask(&m); /* a G of the runtime's: what every thread blocks */
+	else
+		REAL(pthread_sigmask)(SIG_SETMASK, NULL, &m);
+	return tobits(&m);
+}
+
+static uint64_t g_blocked(struct g *gp)
+{
+	return atomic_load(&gp->sigmask) | atomic_load(&gp->sighold);
+}
+
+static struct lock ilock;     /* ginfo */
+static siginfo_t ginfo[65];   /* the siginfo of the last signal of each number sent to a G */
+
+/* s is pending on gp: if gp lets it through, its wait is interrupted.
+ * true if gp runs it by itself soon: it is the caller, or it was parked
+ * in an interruptible call and is woken. */
+static bool deliver(struct g *gp, int s, const siginfo_t *si)
+{
+	lock(&ilock);
+	ginfo[s] = *si;
+	unlock(&ilock);
+	atomic_fetch_or(&gp->sigpend, sigbit(s));
+	if (gp == getg())
+		return true;
+	return !(g_blocked(gp) & sigbit(s)) && g_interrupt(gp);
+}
+
+/* A process signal routed to a G that did not take it at once (it was
+ * running, or parked where a thread is not interrupted): if it has not
+ * run the handler STALL_NS later, the router runs it, as the kernel would
+ * have run it on a thread at once.  One per signal number. */
+
+static void stall(struct g *gp, int s)
+{
+	lock(&ilock);
+	stalls[s] = (struct stall){ gp, nanotime() + STALL_NS };
+	unlock(&ilock);
+	if (rpd) /* the router recomputes its deadline */
+		pd_kick(rpd, PD_READ);
+}
+
+struct pick {
+	uint64_t bit;
+	int64_t after;          /* the last G given a signal, by id */
+	struct g *next, *first, *any;
+};
+
+static _Atomic int64_t lastpick;
+
+/* forEachG: the first G after the last one picked (by id), or the first
+ * of all, that takes bit and has nothing pending; else any that takes it. */
+static void pick_one(struct g *gp, void *arg)
+{
+	struct pick *k = arg;
+	if (!gp->sigon || atomic_load_explicit(&gp->status, memory_order_relaxed) == G_DEAD ||
+	    (atomic_load(&gp->sigmask) & k->bit))
+		return;
+	if (atomic_load(&gp->sigpend) & k->bit) {
+		if (!k->any)
+			k->any = gp;
+		return;
+	}
+	if (gp->id > k->after && (!k->next || gp->id < k->next->id))
+		k->next = gp;
+	if (!k->first || gp->id < k->first->id)
+		k->first = gp;
+}
+
+/* A process-directed signal with a handler: to one G that takes it. */
+static void route(int s, const siginfo_t *si)
+{
+	if (s < 1 || s > 64)
+		return;
+	uint64_t bit = sigbit(s);
+	struct g *gp = NULL;
+	lock(&plock);
+	struct g *mg = maing;
+	if (mg && mg->sigon && !(atomic_load(&mg->sigmask) & bit) &&
+	    !(atomic_load(&mg->sigpend) & bit))
+		gp = mg; /* as the kernel: the main thread if it can */
+	unlock(&plock);
+	if (!gp) {
+		struct pick k = { bit, atomic_load(&lastpick), NULL, NULL, NULL };
+		forEachG(pick_one, &k);
+		gp = k.next ? k.next : k.first ? k.first : k.any;
+		if (gp)
+			atomic_store(&lastpick, gp->id);
+	}
+	if (!gp) { /* every G blocks it now: pending for the process */
+		lock(&plock);
+		bool inp = atomic_load(&pbits) & bit;
+		if (!inp) { /* P is about to say so: masks_apply sends it back */
+			ppend |= bit;
+			pinfo[s] = *si;
+		}
+		unlock(&plock);
+		if (inp) /* P says so: the kernel keeps it (rfd does not take it) */
+			(void)sys3(SYS_kill, getpid(), s, 0);
+		return;
+	}
+	if (!deliver(gp, s, si))
+		stall(gp, s);
+}
+
+/* A G takes the signals pending for the process that it lets through
+ * (one at a time: a siginfo each is big for a small stack). */
+static void take_ppend(struct g *gp)
+{
+	while (__atomic_load_n(&ppend, __ATOMIC_RELAXED)) {
+		lock(&plock);
+		uint64_t b = ppend & ~atomic_load(&gp->sigmask);
+		int s = b ? __builtin_ctzll(b) + 1 : 0;
+		siginfo_t si;
+		if (s) {
+			ppend &= ~sigbit(s);
+			si = pinfo[s];
+		}
+		unlock(&plock);
+		if (!s)
+			return;
+		deliver(gp, s, &si);
+	}
+}
+
+/* Default action of s on this thread: unblocked here, sent here. */
+static void sig_default(int s)
+{
+	switch (s) {
+	case SIGCHLD: case SIGURG: case SIGWINCH: case SIGCONT:
+		return; /* ignored by default */
+	}
+	sigset_t m, old;
+	sigfillset(&m);
+	sigdelset(&m, s);
+	REAL(pthread_sigmask)(SIG_SETMASK, &m, &old);
+	(void)sys3(SYS_tgkill, getpid(), gettid_(), s);
+	REAL(pthread_sigmask)(SIG_SETMASK, &old, NULL);
+}
+
+/* Run s's handler here, on the running G (or thread), with hold as its
+ * blocked set meanwhile (*hold, if not NULL, is what the G holds).
+ * Returns -1 if no handler ran, else the handler's sa_flags. */
+static int run_one(int s, const siginfo_t *sip, _Atomic uint64_t *hold, uint64_t mask)
+{
+	siginfo_t si = *sip;
+	struct sigaction sa;
+	if (REAL(sigaction)(s, NULL, &sa) != 0)
+		return -1;
+	if (!handled(&sa)) {
+		if (sa.sa_handler == SIG_DFL)
+			sig_default(s);
+		return -1;
+	}
+	uint64_t was = hold ? atomic_load(hold) : 0;
+	uint64_t add = tobits(&sa.sa_mask) | ((sa.sa_flags & SA_NODEFER) ? 0 : sigbit(s));
+	if (hold)
+		atomic_store(hold, was | (add & ~unblockable()));
+	if (sa.sa_flags & SA_RESETHAND) {
+		struct sigaction dfl;
+		memset(&dfl, 0, sizeof dfl);
+		dfl.sa_handler = SIG_DFL;
+		REAL(sigaction)(s, &dfl, NULL);
+		h_update(s);
+	}
+	ucontext_t uc;
+	memset(&uc, 0, sizeof uc);
+	frombits(mask | was, &uc.uc_sigmask);
+	int e = errno_get();
+	if (sa.sa_flags & SA_SIGINFO)
+		sa.sa_sigaction(s, &si, &uc);
+	else
+		sa.sa_handler(s);
+	errno_set(e);
+	if (hold)
+		atomic_store(hold, was);
+	return sa.sa_flags;
+}
+
+static siginfo_t info_of(int s)
+{
+	lock(&ilock);
+	siginfo_t si = ginfo[s];
+	unlock(&ilock);
+	return si;
+}
+
+/* Run the handlers of the signals pending on this G that it lets
+ * through, on its stack, as the kernel would on its thread (hook_sigrun). */
+static int sig_run(void)
+{
+	struct g *gp = getg();
+	if (!gp || !gp->sigon)
+		return 0;
+	g_intr_take();
+	int r = SIGRUN_RESTART;
+	bool ran = false;
+	for (;;) {
+		uint64_t pend = atomic_load(&gp->sigpend) & ~g_blocked(gp);
+		if (!pend)
+			break;
+		int s = __builtin_ctzll(pend) + 1;
+		if (!(atomic_fetch_and(&gp->sigpend, ~sigbit(s)) & sigbit(s)))
+			continue; /* the router took it (stall) */
+		siginfo_t si = info_of(s);
+		int f = run_one(s, &si, &gp->sighold, atomic_load(&gp->sigmask));
+		if (f < 0)
+			continue;
+		ran = true;
+		if (!(f & SA_RESTART))
+			r &= ~SIGRUN_RESTART;
+	}
+	return ran ? r | SIGRUN_RAN : 0;
+}
+
+/* The router: run the stalled signals whose time has come; the earliest
+ * time still to come, or -1. */
+static int64_t run_stalled(void)
+{
+	int64_t now = nanotime(), next = -1;
+	for (int s = 1; s <= 64; s++) {
+		lock(&ilock);
+		struct stall st = stalls[s];
+		bool due = st.g && st.when <= now;
+		if (due)
+			stalls[s].g = NULL;
+		unlock(&ilock);
+		if (!st.g)
+			continue;
+		if (!due) {
+			if (next < 0 || st.when < next)
+				next = st.when;
+			continue;
+		}
+		if (atomic_fetch_and(&st.g->sigpend, ~sigbit(s)) & sigbit(s)) {
+			siginfo_t si = info_of(s);
+			(void)run_one(s, &si, NULL, 0);
+		}
+	}
+	return next;
+}
+
+/* A signal for one G (pthread_kill, pthread_sigqueue, raise): 0 or an
+ * error number. */
+int sig_send_g(struct g *gp, int s, int code, const union sigval *v)
+{
+	if (s < 0 || s >= NSIG || s > 64)
+		return EINVAL;
+	if (s == 0 || !gp)
+		return 0;
+	struct sigaction sa;
+	if (REAL(sigaction)(s, NULL, &sa) != 0)
+		return EINVAL;
+	if (sa.sa_handler == SIG_IGN && !(sa.sa_flags & SA_SIGINFO))
+		return 0;
+	siginfo_t si;
+	memset(&si, 0, sizeof si);
+	si.si_signo = s;
+	si.si_code = code;
+	si.si_pid = getpid();
+	si.si_uid = getuid();
+	if (v)
+		si.si_value = *v;
+	if (!handled(&sa) && !(g_blocked(gp) & sigbit(s))) {
+		sig_default(s); /* the default action is the whole process's */
+		return 0;
+	}
+	deliver(gp, s, &si);
+	if (gp == getg())
+		sig_run();
+	return 0;
+}
+
+/* ---- masks for Gs ------------------------------------------------------------------------- */
+
+/* Change the running G's mask; 0 or an error number. */
+static int setp(int how, const sigset_t *set, sigset_t *old)
+{
+	if (set && how != SIG_BLOCK && how != SIG_UNBLOCK && how != SIG_SETMASK)
+		return EINVAL;
+	struct g *gp = getg();
+	uint64_t was = atomic_load(&gp->sigmask), now = was;
+	if (old)
+		frombits(was | atomic_load(&gp->sighold), old);
+	if (set) {
+		uint64_t b = tobits(set);
+		now = how == SIG_BLOCK ? was | b : how == SIG_SETMASK ? b : was & ~b;
+		now &= ~unblockable(); /* as glibc: never these */
+	}
+	if (now != was) {
+		uint64_t oldp = 0, g = 0;
+		lock(&plock);
+		if (gp->sigon) {
+			mt_add(was, -1);
+			mt_add(now, 1);
+		}
+		atomic_store(&gp->sigmask, now);
+		if (gp->sigon)
+			g = p_set_locked(&oldp);
+		unlock(&plock);
+		masks_apply(g, oldp);
+		if (was & ~now) {
+			/* as the kernel: what this unblocks is handled before we
+			 * return: pending for the process (the router's or ours) */
+			take_ppend(gp);
+			if (rfd >= 0)
+				drain_locked();
+		}
+	}
+	sig_run();
 	return 0;
 }
 
@@ -517,12 +1138,18 @@ HOOK int sigrelse(int sig)
 }
 #pragma GCC diagnostic pop
 
-/* The mask a real call on this M should use instead of P's. */
+/* The mask a real call on this M should use: the G's own (a child or a
+ * new program inherits the caller's, as from a thread). */
 void sig_use_p(sigset_t *saved)
 {
 	weft_lock_thread(); /* the mask is this OS thread's: stay on it */
+	struct g *gp = getg();
 	sigset_t m;
-	st_mask(&m);
+	if (gp->sigon)
+		frombits(g_blocked(gp), &m);
+	else
+		p_mask(&m);
+	sigdelset(&m, SIGWEFT);
 	REAL(pthread_sigmask)(SIG_SETMASK, &m, saved);
 }
 
@@ -537,6 +1164,62 @@ bool sig_active(void)
 	return on_g();
 }
 
+/* ---- dispositions ------------------------------------------------------------------------ */
+
+HOOK int sigaction(int s, const struct sigaction *act, struct sigaction *old)
+{
+	int r = REAL(sigaction)(s, act, old);
+	if (r == 0 && act)
+		h_update(s);
+	return r;
+}
+
+/* glibc's signal(), sigset() ... call its sigaction inside libc, where
+ * the hook above does not see them. */
+typedef void (*sighandler_fn)(int);
+DEFREAL(signal);
+DEFREAL(sysv_signal);
+DEFREAL(bsd_signal);
+DEFREAL(sigset);
+sighandler_fn __sysv_signal(int s, sighandler_fn h);
+DEFREAL(__sysv_signal);
+
+#define DISPOSITION(fn, s, h)                        \
+	({                                           \
+		sighandler_fn r_ = REAL(fn)((s), (h)); \
+		if (r_ != SIG_ERR)                   \
+			h_update(s);                 \
+		r_;                                  \
+	})
+
+HOOK sighandler_fn signal(int s, sighandler_fn h)
+{
+	return DISPOSITION(signal, s, h);
+}
+
+HOOK sighandler_fn sysv_signal(int s, sighandler_fn h)
+{
+	return DISPOSITION(sysv_signal, s, h);
+}
+
+HOOK sighandler_fn __sysv_signal(int s, sighandler_fn h)
+{
+	return DISPOSITION(__sysv_signal, s, h);
+}
+
+HOOK sighandler_fn bsd_signal(int s, sighandler_fn h)
+{
+	return DISPOSITION(bsd_signal, s, h);
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+HOOK sighandler_fn sigset(int s, sighandler_fn h)
+{
+	return DISPOSITION(sigset, s, h);
+}
+#pragma GCC diagnostic pop
+
 /* ---- waiting for signals ---------------------------------------------------------------- */
 
 DEFREAL(sigsuspend);
@@ -546,22 +1229,21 @@ DEFREAL(sigwaitinfo);
 DEFREAL(sigtimedwait);
 DEFREAL(raise);
 
-/* Park until a handler has run on the signal thread. */
-static void wait_handler(uint32_t since)
+/* Park until a handler has run on this G (not a cancellation point
+ * here: sigsuspend has a mask to put back). */
+static void wait_handler(struct g *gp)
 {
-	int e = errno_get();
-	weft_mutex_lock(&smu);
-	while (atomic_load(&hgen) == since)
-		weft_cond_wait(&scv, &smu);
-	weft_mutex_unlock(&smu);
-	errno_set(e);
+	do {
+		intr_arm(gp);
+		(void)g_sleep_until(-1);
+	} while (!(sig_run() & SIGRUN_RAN));
 }
 
 HOOK int pause(void)
 {
 	if (!on_g())
 		return REAL(pause)();
-	wait_handler(atomic_load(&hgen));
+	wait_handler(getg());
 	errno_set(EINTR);
 	return -1;
 }
@@ -573,7 +1255,7 @@ HOOK int sigsuspend(const sigset_t *mask)
 	/* it lets through a signal P blocks: that one stays pending for
 	 * the process, so this M takes it in a real sigsuspend */
 	sigset_t p;
-	st_mask(&p);
+	p_mask(&p);
 	bool opens = false;
 	for (int s = 1; s < NSIG && !opens; s++)
 		if (async_sig(s) && sigismember(&p, s) && !sigismember(mask, s))
@@ -584,7 +1266,14 @@ HOOK int sigsuspend(const sigset_t *mask)
 		sigaddset(&m, SIGWEFT);
 		return BLOCKING(true, REAL(sigsuspend)(&m));
 	}
-	wait_handler(atomic_load(&hgen));
+	/* the mask for the wait only (the table keeps the G's own: P does
+	 * not change, this lets through nothing P blocks) */
+	struct g *gp = getg();
+	uint64_t was = atomic_load(&gp->sigmask);
+	atomic_store(&gp->sigmask, tobits(mask) & ~unblockable());
+	take_ppend(gp);
+	wait_handler(gp);
+	atomic_store(&gp->sigmask, was);
 	errno_set(EINTR);
 	return -1;
 }
@@ -618,52 +1307,152 @@ static void hold_weft(sigset_t *saved)
 		r_;                                             \
 	})
 
+/* sigwait* on a G, for a set of signals every G blocks (P) that the
+ * watcher hears of: take one pending for this G or the process (a
+ * zero-timeout sigtimedwait) or park until the watcher hears of one,
+ * deadline passes (-EAGAIN) or, if eintr, a handler runs on this G
+ * (-EINTR).  The signal number, or -errno; -ENOSYS: not for us. */
+static int g_sigwait(const sigset_t *set, siginfo_t *info, int64_t deadline, bool eintr)
+{
+	struct g *gp = getg();
+	uint64_t want = 0, p = atomic_load(&pbits);
+	for (int s = 1; s <= 64; s++) /* the others (faults, ours) never come here */
+		if (sigismember(set, s) && async_sig(s)) {
+			if (!(p & sigbit(s)))
+				return -ENOSYS;
+			want |= sigbit(s);
+		}
+	if (!want || sfd < 0 || !gp->sigon)
+		return -ENOSYS;
+	sigset_t wset;
+	frombits(want, &wset);
+	set = &wset;
+	siginfo_t si;
+	for (;;) {
+		uint64_t mine = atomic_load(&gp->sigpend) & want;
+		if (mine) { /* pending on this G (pthread_kill) */
+			int s = __builtin_ctzll(mine) + 1;
+			if (atomic_fetch_and(&gp->sigpend, ~sigbit(s)) & sigbit(s)) {
+				if (info)
+					*info = info_of(s);
+				return s;
+			}
+			continue;
+		}
+		weft_mutex_lock(&wmu);
+		uint64_t gen = wgen;
+		weft_mutex_unlock(&wmu);
+		struct timespec zero = { 0, 0 };
+		long r = sys4(SYS_rt_sigtimedwait, set, info ? info : &si, &zero, 8);
+		if (r > 0)
+			return (int)r;
+		if (r != -EAGAIN && r != -EINTR)
+			return (int)r;
+		int w = 0;
+		weft_mutex_lock(&wmu);
+		intr_arm(gp);
+		while (wgen == gen && w == 0) {
+			if (deadline < 0) {
+				w = weft_cond_wait(&wcv, &wmu);
+			} else {
+				int64_t left = deadline - nanotime();
+				w = left > 0 ? weft_cond_timedwait(&wcv, &wmu, left) : -1;
+			}
+		}
+		intr_disarm(gp);
+		weft_mutex_unlock(&wmu);
+		if (w == 0)
+			continue; /* the watcher heard of one: look */
+		if (deadline >= 0 && nanotime() >= deadline)
+			return -EAGAIN;
+		/* woken early: a handler to run */
+		if (hook_eintr(false) != 0 && eintr)
+			return -EINTR;
+	}
+}
+
 HOOK int sigwait(const sigset_t *set, int *sig)
 {
+	if (on_g() && hook_g()) {
+		int r;
+		while ((r = g_sigwait(set, NULL, -1, false)) == -EINTR)
+			;
+		if (r != -ENOSYS) {
+			if (r < 0)
+				return -r;
+			*sig = r;
+			return 0;
+		}
+	}
 	return SIGWAIT_CALL(REAL(sigwait)(set, sig));
 }
 
 HOOK int sigwaitinfo(const sigset_t *set, siginfo_t *info)
 {
+	if (on_g() && hook_g()) {
+		int r = g_sigwait(set, info, -1, true);
+		if (r != -ENOSYS)
+			return (int)sysret(r);
+	}
 	return SIGWAIT_CALL(REAL(sigwaitinfo)(set, info));
 }
 
 HOOK int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *ts)
 {
+	if (on_g() && hook_g() && ts && ts->tv_sec >= 0 && ts->tv_nsec >= 0 &&
+	    ts->tv_nsec < 1000000000 && (ts->tv_sec || ts->tv_nsec)) {
+		int64_t ns = ts->tv_sec > INT64_MAX / 2000000000 ? INT64_MAX / 2
+								 : ts->tv_sec * 1000000000 + ts->tv_nsec;
+		int r = g_sigwait(set, info, nanotime() + ns, true);
+		if (r != -ENOSYS)
+			return (int)sysret(r);
+	}
 	return SIGWAIT_CALL(REAL(sigtimedwait)(set, info, ts));
 }
 
+/* ---- sending --------------------------------------------------------------------------- */
+
 DEFREAL(kill);
 
-/* A signal sent to this process from a G.  Single-threaded, the kernel
- * would deliver it to the sender before kill returns.  A fault-like one
+/* A signal sent to this process from a G.  One with a handler that some
+ * G takes is routed here and now (the sender runs it before kill
+ * returns if it is the one, as a single thread would); a fault-like one
  * (SIGSEGV from kill, SIGABRT...) goes to this OS thread, which takes
- * those; an asynchronous one goes to the process, and if P lets it
- * through to a handler we wait until the signal thread has run it. */
+ * those; any other goes to the process (the kernel's default action, or
+ * pending while every G blocks it). */
 static int self_signal(int sig)
 {
 	if (sig == 0 || sig == SIGKILL || sig == SIGSTOP)
 		return REAL(kill)(getpid(), sig);
+	if (sig < 0 || sig >= NSIG) {
+		errno_set(EINVAL);
+		return -1;
+	}
 	if (!async_sig(sig))
 		return (int)sysret(sys3(SYS_tgkill, getpid(), gettid_(), sig));
-	struct sigaction sa;
-	sigset_t p;
-	st_mask(&p);
-	bool handled = sigaction(sig, NULL, &sa) == 0 &&
-		       ((sa.sa_flags & SA_SIGINFO) ? sa.sa_sigaction != NULL
-						   : sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN);
-	uint32_t h = atomic_load(&hgen);
-	if (REAL(kill)(getpid(), sig) != 0)
-		return -1;
-	if (handled && !sigismember(&p, sig))
-		wait_handler(h);
+	uint64_t bit = sigbit(sig);
+	if (!(atomic_load(&hbits) & bit) || (atomic_load(&pbits) & bit))
+		return REAL(kill)(getpid(), sig);
+	siginfo_t si;
+	memset(&si, 0, sizeof si);
+	si.si_signo = sig;
+	si.si_code = SI_USER;
+	si.si_pid = getpid();
+	si.si_uid = getuid();
+	route(sig, &si);
+	sig_run();
 	return 0;
 }
 
 HOOK int raise(int sig)
 {
-	if (!on_g())
+	struct g *gp = getg();
+	if (!on_g() || !gp->sigon)
 		return REAL(raise)(sig);
+	if (sig > 0 && sig < NSIG && async_sig(sig) && (atomic_load(&hbits) & sigbit(sig))) {
+		sig_send_g(gp, sig, SI_TKILL, NULL);
+		return 0;
+	}
 	return self_signal(sig);
 }
 

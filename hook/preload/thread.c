@@ -53,6 +53,7 @@ struct gthr {
 	__pthread_unwind_buf_t *cleanup; /* innermost pthread_cleanup_push */
 	struct gthr *next;       /* free list */
 	char name[16];
+	uint64_t sigmask;        /* its creator's signal mask, for the new G */
 };
 
 /* ---- records ------------------------------------------------------------------- */
@@ -388,6 +389,7 @@ void gthr_main_init(void)
 		fatal("out of memory for the main thread record");
 	struct g *gp = getg();
 	gbind(t, gp);
+	sig_gstart(gp, sig_inherit(), true);
 	for (pthread_key_t k = 0; mainkeys && k < KEYS_MAX; k++) {
 		if (!mainkeys[k].val)
 			continue;
@@ -407,6 +409,7 @@ static _Noreturn void gthr_exit(struct gthr *t, void *ret)
 	struct g *gp = getg();
 	tls_gdtors(gp); /* C++ thread_local, then keys (the block goes at the end) */
 	keys_run(t);
+	sig_gend(gp);
 	gp->tls = NULL;
 	t->g = NULL;
 	uint32_t old = atomic_fetch_or(&t->flags, T_EXITED);
@@ -422,6 +425,7 @@ static void gthr_entry(void *arg)
 {
 	struct gthr *t = arg;
 	gbind(t, getg());
+	sig_gstart(getg(), t->sigmask, false);
 	gthr_exit(t, t->fn(t->arg));
 }
 
@@ -673,6 +677,7 @@ int shim_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), 
 		return EAGAIN;
 	t->fn = fn;
 	t->arg = arg;
+	t->sigmask = sig_inherit();
 	atomic_store_explicit(&t->flags, detach == PTHREAD_CREATE_DETACHED ? T_DETACHED : 0,
 			      memory_order_relaxed);
 	*th = (pthread_t)t; /* before it runs, as glibc */
@@ -864,7 +869,7 @@ DEFREAL(pthread_getaffinity_np);
 DEFREAL(pthread_setaffinity_np);
 DEFREAL(pthread_getcpuclockid);
 
-static _Atomic int warned_cancel, warned_kill, warned_sched, warned_affinity, warned_clock;
+static _Atomic int warned_sched, warned_affinity, warned_clock;
 
 static bool exited(pthread_t th)
 {
@@ -875,31 +880,39 @@ HOOK int pthread_cancel(pthread_t th)
 {
 	if (!is_gthr(th))
 		return REAL(pthread_cancel)(th);
-	shim_warn_once(&warned_cancel, "pthread_cancel of a green thread is not supported "
-				       "(returns ENOTSUP)");
-	return ENOTSUP;
+	struct gthr *t = (struct gthr *)th;
+	struct g *gp = t->g; /* a G descriptor is never freed: check it is still t's */
+	if (!gp || gp->tls != t || exited(th))
+		return 0; /* exited, not joined yet: nothing to do, as glibc */
+	return cancel_g(gp);
+}
+
+/* A signal for a G: pending on it until it runs the handler (signal.c).
+ * One that has exited takes none (0, as glibc says for a thread that
+ * has exited but is not joined yet). */
+static int gkill(pthread_t th, int sig, int code, const union sigval *v)
+{
+	if (sig == 0)
+		return exited(th) ? ESRCH : 0;
+	struct gthr *t = (struct gthr *)th;
+	struct g *gp = t->g; /* a G descriptor is never freed: check it is still t's */
+	if (!gp || gp->tls != t || exited(th))
+		return 0;
+	return sig_send_g(gp, sig, code, v);
 }
 
 HOOK int pthread_kill(pthread_t th, int sig)
 {
 	if (!is_gthr(th))
 		return REAL(pthread_kill)(th, sig);
-	if (sig == 0)
-		return exited(th) ? ESRCH : 0;
-	shim_warn_once(&warned_kill, "pthread_kill of a green thread is not supported "
-				     "(returns ENOTSUP; signal the process instead)");
-	return ENOTSUP;
+	return gkill(th, sig, SI_TKILL, NULL);
 }
 
 HOOK int pthread_sigqueue(pthread_t th, int sig, const union sigval val)
 {
 	if (!is_gthr(th))
 		return REAL(pthread_sigqueue)(th, sig, val);
-	if (sig == 0)
-		return exited(th) ? ESRCH : 0;
-	shim_warn_once(&warned_kill, "pthread_kill of a green thread is not supported "
-				     "(returns ENOTSUP; signal the process instead)");
-	return ENOTSUP;
+	return gkill(th, sig, SI_QUEUE, &val);
 }
 
 HOOK int pthread_getschedparam(pthread_t th, int *policy, struct sched_param *param)
@@ -1018,6 +1031,7 @@ void gthr_afterfork_child(void)
 /* A G that ends without gthr_exit (weft_exit): drop its record. */
 void gthr_gexit(struct g *gp)
 {
+	sig_gend(gp);
 	struct gthr *t = gp->tls;
 	if (!t)
 		return;

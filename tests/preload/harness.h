@@ -184,9 +184,11 @@ static __attribute__((unused)) bool h_asan(void)
 	return strstr(PRELOAD_SAN, "address") != NULL;
 }
 
-/* h_shim_run: argv under the shim: "weft run [--procs N] argv...".  In an ASan
+/* h_shim_run: argv under the shim: "weft run [--procs N] argv..." (with
+ * --no-children while h_nochildren is set).  In an ASan
  * build the ASan runtime must be the first library, ahead of the shim,
  * which the launcher cannot arrange: LD_PRELOAD is set directly. */
+static bool h_nochildren;
 static __attribute__((unused)) void h_shim_run(struct hrun *r, int procs, const char *const argv[], const char *const env[],
 		   const char *dir, int timeout_s)
 {
@@ -209,6 +211,8 @@ static __attribute__((unused)) void h_shim_run(struct hrun *r, int procs, const 
 			a[k++] = "--procs";
 			a[k++] = pr;
 		}
+		if (h_nochildren)
+			a[k++] = "--no-children";
 		a[k++] = "--";
 	}
 	for (int i = 0; argv[i] && k < 63; i++)

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# bench/mariadb.sh - MariaDB (thread per connection) driven by sysbench,
+# natively, under weft run, and with MariaDB's own thread pool, side by side
+# (issue 13's target).  Skips cleanly when mariadbd or sysbench is missing.
+#
+#   bench/mariadb.sh [THREADS...]        default: 16 512
+#   MDB_TEST=oltp_point_select MDB_SECS=10 MDB_PROCS=2 MDB_MODES="native weft pool"
+#
+# One line per run: mode threads tps errors p95_ms os_threads; the server's
+# first line of its crash report is shown when it dies.  Unix socket only
+# (no TCP), bounded in time.
+set -u
+BUILD=${BUILD:-build}
+secs=${MDB_SECS:-10}
+test=${MDB_TEST:-oltp_point_select}
+procs=${MDB_PROCS:-2}
+modes=${MDB_MODES:-native weft pool}
+threads=${*:-16 512}
+for c in mariadbd mariadb-install-db sysbench; do
+	command -v "$c" >/dev/null 2>&1 || PATH=$PATH:/usr/sbin
+	command -v "$c" >/dev/null 2>&1 || { echo "mariadb: skipped ($c not installed: apt-get install mariadb-server sysbench)"; exit 0; }
+done
+[ "$(id -u)" = 0 ] || { echo "mariadb: skipped (needs root to run mariadbd as root)"; exit 0; }
+weft=$(cd "$(dirname "$0")/.." && pwd)/$BUILD/bin/weft
+d=$(mktemp -d /tmp/weft-mdb.XXXXXX)
+spid=
+stop() {
+	[ -n "$spid" ] || return 0
+	kill "$spid" 2>/dev/null
+	( sleep 60; kill -9 "$spid" 2>/dev/null ) &
+	local killer=$!
+	wait "$spid" 2>/dev/null
+	kill "$killer" 2>/dev/null
+	spid=
+}
+trap 'stop; rm -rf "$d"' EXIT
+mariadb-install-db --no-defaults --user=root --datadir="$d/data" --auth-root-authentication-method=normal \
+	--skip-test-db >"$d/install.log" 2>&1 || { echo "mariadb: install-db failed"; cat "$d/install.log"; exit 1; }
+
+start() { # start MODE
+	local pre=() extra=()
+	case $1 in
+	weft) pre=("$weft" run --procs "$procs" --) ;;
+	pool) extra=(--thread-handling=pool-of-threads) ;;
+	esac
+	"${pre[@]}" mariadbd --no-defaults --user=root --datadir="$d/data" --socket="$d/sock" \
+		--skip-networking --max-connections=3000 --skip-log-bin \
+		--innodb-buffer-pool-size=256M --skip-name-resolve --max-prepared-stmt-count=1000000 \
+		"${extra[@]}" >"$d/server.log" 2>&1 &
+	spid=$!
+	for _ in $(seq 600); do
+		[ -S "$d/sock" ] && mariadb-admin --no-defaults -uroot --socket="$d/sock" ping >/dev/null 2>&1 && return 0
+		kill -0 "$spid" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "mariadb: $1 server did not start"; tail -20 "$d/server.log"; return 1
+}
+sb() { sysbench "$test" --db-driver=mysql --mysql-socket="$d/sock" --mysql-user=root \
+	--mysql-db=sbtest --tables=4 --table-size=10000 "$@"; }
+
+start native || exit 1
+mariadb --no-defaults -uroot --socket="$d/sock" -e 'create database sbtest' || exit 1
+sb prepare >/dev/null || exit 1
+stop
+printf "%-8s %8s %10s %8s %8s %8s\n" mode threads tps errors p95_ms threads_os
+for n in $threads; do
+	for m in $modes; do
+		start "$m" || continue
+		sb --threads="$n" --time="$secs" --report-interval=0 run >"$d/run.out" 2>&1 &
+		cpid=$!
+		maxt=0
+		while kill -0 "$cpid" 2>/dev/null; do
+			t=$(awk '/^Threads:/ { print $2 }' /proc/"$spid"/status 2>/dev/null)
+			[ -n "$t" ] && [ "$t" -gt "$maxt" ] && maxt=$t
+			sleep 0.5
+		done
+		wait "$cpid"
+		tps=$(awk '/transactions:/ { gsub(/\(/, "", $3); print $3 }' "$d/run.out")
+		err=$(awk '/ignored errors:/ { print $3 }' "$d/run.out")
+		p95=$(awk '/95th percentile:/ { print $3 }' "$d/run.out")
+		alive=yes
+		kill -0 "$spid" 2>/dev/null || alive="DIED"
+		printf "%-8s %8s %10s %8s %8s %8s %s\n" "$m" "$n" "${tps:-FAIL}" "${err:--}" "${p95:--}" "$maxt" \
+			"$([ "$alive" = yes ] || echo "server died: $(grep -m1 -i 'signal\|assert' "$d/server.log")")"
+		[ -n "$tps" ] || tail -5 "$d/run.out"
+		stop
+	done
+done

@@ -1,0 +1,586 @@
+/*
+ * sigintr.c - signal handlers interrupting blocking calls, and signals
+ * for one thread, in a plain threaded program; the output must be the
+ * same with and without weft.
+ *
+ * sigintr CASE: prints one line per check ("ok ..." or "FAIL ...") and
+ * exits 0 if all held.  Cases: read, accept, poll, sleep, nanosleep,
+ * sem, compute, restart, kill_accept, masks, storm, sigwait, cancel.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <netinet/in.h>
+#include <time.h>
+#include <unistd.h>
+
+static int failures;
+
+static void say(const char *what, int ok)
+{
+	printf("%s %s\n", ok ? "ok" : "FAIL", what);
+	fflush(stdout);
+	if (!ok)
+		failures++;
+}
+
+/* errno read where the compiler cannot keep its address from before
+ * a call (see docs/preload.md) */
+static __attribute__((noinline)) int err(void)
+{
+	__asm__ volatile("" ::: "memory");
+	return errno;
+}
+
+static atomic_int handled;
+static pthread_t handler_self[64];
+static atomic_int nself;
+
+static void on_sig(int s)
+{
+	(void)s;
+	int i = atomic_fetch_add(&handled, 1);
+	if (i < 64)
+		handler_self[i] = pthread_self();
+	atomic_fetch_add(&nself, 1);
+}
+
+static void catch(int s, int flags)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_sig;
+	sa.sa_flags = flags;
+	sigemptyset(&sa.sa_mask);
+	sigaction(s, &sa, NULL);
+}
+
+/* SIGALRM once, ms from now */
+static void alarm_ms(long ms)
+{
+	struct itimerval it = { { 0, 0 }, { ms / 1000, ms % 1000 * 1000 } };
+	setitimer(ITIMER_REAL, &it, NULL);
+}
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ---- a handler without SA_RESTART interrupts the parked call ----------------------- */
+
+static void case_read(void)
+{
+	int sv[2];
+	socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+	catch(SIGALRM, 0);
+	alarm_ms(100);
+	char c;
+	ssize_t n = read(sv[0], &c, 1);
+	say("read: -1 EINTR", n == -1 && err() == EINTR);
+	say("read: the handler ran once", handled == 1);
+	/* a partial transfer returns its count: MSG_WAITALL after one byte */
+	send(sv[1], "ab", 2, 0);
+	alarm_ms(100);
+	char buf[8];
+	n = recv(sv[0], buf, sizeof buf, MSG_WAITALL);
+	say("recv MSG_WAITALL: the part it got", n == 2);
+}
+
+static void case_accept(void)
+{
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	bind(l, (struct sockaddr *)&a, sizeof a);
+	listen(l, 8);
+	catch(SIGALRM, 0);
+	alarm_ms(100);
+	int c = accept(l, NULL, NULL);
+	say("accept: -1 EINTR", c == -1 && err() == EINTR);
+	say("accept: the handler ran once", handled == 1);
+}
+
+static void case_poll(void)
+{
+	int p[2];
+	if (pipe(p) != 0)
+		exit(2);
+	catch(SIGALRM, 0);
+	alarm_ms(100);
+	struct pollfd pf = { p[0], POLLIN, 0 };
+	int r = poll(&pf, 1, -1);
+	say("poll: -1 EINTR", r == -1 && err() == EINTR);
+	alarm_ms(100);
+	r = poll(NULL, 0, 10000);
+	say("poll without fds: -1 EINTR", r == -1 && err() == EINTR);
+	alarm_ms(100);
+	fd_set rs;
+	FD_ZERO(&rs);
+	FD_SET(p[0], &rs);
+	r = select(p[0] + 1, &rs, NULL, NULL, NULL);
+	say("select: -1 EINTR", r == -1 && err() == EINTR);
+	say("poll: the handler ran each time", handled == 3);
+}
+
+static void case_sleep(void)
+{
+	catch(SIGALRM, 0);
+	alarm(1);
+	unsigned left = sleep(5);
+	say("sleep: the seconds left", left >= 3 && left <= 4);
+	alarm_ms(100);
+	int r = usleep(5000000);
+	say("usleep: -1 EINTR", r == -1 && err() == EINTR);
+}
+
+static void case_nanosleep(void)
+{
+	catch(SIGALRM, 0);
+	alarm_ms(200);
+	struct timespec req = { 3, 0 }, rem = { 0, 0 };
+	double t0 = now();
+	int r = nanosleep(&req, &rem);
+	double took = now() - t0, left = rem.tv_sec + rem.tv_nsec / 1e9;
+	say("nanosleep: -1 EINTR", r == -1 && err() == EINTR);
+	say("nanosleep: the remainder", left > 0 && left <= 3 - took + 0.05 && left >= 3 - took - 0.5);
+	alarm_ms(200);
+	rem = (struct timespec){ 0, 0 };
+	r = clock_nanosleep(CLOCK_MONOTONIC, 0, &req, &rem);
+	say("clock_nanosleep: EINTR and a remainder", r == EINTR && rem.tv_sec + rem.tv_nsec > 0);
+}
+
+static void case_sem(void)
+{
+	sem_t s;
+	sem_init(&s, 0, 0);
+	catch(SIGALRM, 0);
+	alarm_ms(100);
+	int r = sem_wait(&s);
+	say("sem_wait: -1 EINTR", r == -1 && err() == EINTR);
+	say("sem_wait: the handler ran", handled == 1);
+}
+
+/* a main that computes until its handler says stop, and one that waits
+ * in a join */
+static void *joinee(void *arg)
+{
+	(void)arg;
+	while (handled < 2)
+		usleep(1000);
+	return NULL;
+}
+
+static void case_compute(void)
+{
+	catch(SIGALRM, 0);
+	alarm_ms(100);
+	volatile unsigned long x = 0;
+	while (handled < 1)
+		x++;
+	say("a handler stops a computing main", x > 0);
+	pthread_t t;
+	pthread_create(&t, NULL, joinee, NULL);
+	alarm_ms(100);
+	pthread_join(t, NULL);
+	say("a handler runs while main waits in a join", handled == 2);
+}
+
+/* ---- SA_RESTART: read goes on, poll does not --------------------------------------- */
+
+static int restart_fd;
+
+static void *late_writer(void *arg)
+{
+	(void)arg;
+	while (handled < 1) /* after the signal has been handled */
+		usleep(1000);
+	usleep(20000);
+	(void)write(restart_fd, "x", 1);
+	return NULL;
+}
+
+static void case_restart(void)
+{
+	int sv[2];
+	socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+	restart_fd = sv[1];
+	catch(SIGALRM, SA_RESTART);
+	pthread_t t;
+	pthread_create(&t, NULL, late_writer, NULL);
+	alarm_ms(100);
+	char c = 0;
+	ssize_t n = read(sv[0], &c, 1);
+	say("SA_RESTART: read goes on to its byte", n == 1 && c == 'x' && handled == 1);
+	pthread_join(t, NULL);
+	alarm_ms(100);
+	struct pollfd pf = { sv[0], POLLIN, 0 };
+	int r = poll(&pf, 1, -1);
+	say("SA_RESTART: poll is not restarted", r == -1 && err() == EINTR && handled == 2);
+}
+
+/* ---- pthread_kill wakes a worker in accept; its handler runs on it -------------------- */
+
+static atomic_int worker_ready, worker_done;
+static int listener;
+
+static void *acceptor(void *arg)
+{
+	(void)arg;
+	worker_ready = 1;
+	int c = accept(listener, NULL, NULL);
+	int e = err();
+	worker_done = c == -1 && e == EINTR ? 1 : 2;
+	return NULL;
+}
+
+static void case_kill_accept(void)
+{
+	listener = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	bind(listener, (struct sockaddr *)&a, sizeof a);
+	listen(listener, 8);
+	catch(SIGUSR1, 0);
+	pthread_t t;
+	pthread_create(&t, NULL, acceptor, NULL);
+	while (!worker_ready)
+		usleep(1000);
+	/* until it is out of accept: the first may come before it parks */
+	while (!worker_done) {
+		usleep(20000);
+		if (!worker_done)
+			pthread_kill(t, SIGUSR1);
+	}
+	pthread_join(t, NULL);
+	say("pthread_kill: accept -1 EINTR", worker_done == 1);
+	int n = handled, mine = 1;
+	for (int i = 0; i < n && i < 64; i++)
+		mine &= pthread_equal(handler_self[i], t);
+	say("pthread_kill: the handler ran on the worker", n >= 1 && mine);
+}
+
+/* ---- per-thread masks: the one thread that takes it ---------------------------------------- */
+
+#define NW 4
+static int wpipe[NW][2];
+static atomic_int wresult[NW];
+static pthread_t wt[NW];
+static atomic_int wready;
+
+static void *masked_reader(void *arg)
+{
+	long i = (long)arg;
+	sigset_t s;
+	sigemptyset(&s);
+	sigaddset(&s, SIGUSR2);
+	pthread_sigmask(i == 2 ? SIG_UNBLOCK : SIG_BLOCK, &s, NULL);
+	wready++;
+	char c;
+	ssize_t n = read(wpipe[i][0], &c, 1);
+	wresult[i] = n == 1 ? 1 : err() == EINTR ? 2 : 3;
+	return NULL;
+}
+
+static void case_masks(void)
+{
+	catch(SIGUSR2, 0);
+	sigset_t s, old;
+	sigemptyset(&s);
+	sigaddset(&s, SIGUSR2);
+	pthread_sigmask(SIG_BLOCK, &s, &old); /* main blocks it: inherited */
+	for (long i = 0; i < NW; i++) {
+		if (pipe(wpipe[i]) != 0)
+			exit(2);
+		pthread_create(&wt[i], NULL, masked_reader, (void *)i);
+	}
+	while (wready < NW)
+		usleep(1000);
+	while (!wresult[2]) {
+		usleep(20000);
+		if (!wresult[2])
+			kill(getpid(), SIGUSR2);
+	}
+	for (int i = 0; i < NW; i++)
+		if (i != 2)
+			(void)write(wpipe[i][1], "x", 1);
+	for (int i = 0; i < NW; i++)
+		pthread_join(wt[i], NULL);
+	say("masks: the one thread that lets it through is interrupted", wresult[2] == 2);
+	say("masks: the others read their byte",
+	    wresult[0] == 1 && wresult[1] == 1 && wresult[3] == 1);
+	int n = handled, mine = 1;
+	for (int i = 0; i < n && i < 64; i++)
+		mine &= pthread_equal(handler_self[i], wt[2]);
+	say("masks: the handler ran on it", n >= 1 && mine);
+	sigset_t m;
+	pthread_sigmask(SIG_SETMASK, NULL, &m);
+	say("masks: main's mask is its own", sigismember(&m, SIGUSR2));
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* ---- 1,000 readers, SIGALRM every millisecond -------------------------------------------- */
+
+#define NR 1000
+#define ROUNDS 20
+static int rs[NR][2];
+static atomic_long eintrs, bytes;
+
+static void *storm_reader(void *arg)
+{
+	long i = (long)arg;
+	long got = 0;
+	char buf[64];
+	while (got < ROUNDS) {
+		ssize_t n = read(rs[i][0], buf, sizeof buf);
+		if (n > 0)
+			got += n;
+		else if (n < 0 && err() == EINTR)
+			eintrs++;
+		else
+			break;
+	}
+	bytes += got;
+	return NULL;
+}
+
+static void case_storm(void)
+{
+	catch(SIGALRM, 0);
+	sigset_t s, old;
+	sigemptyset(&s);
+	sigaddset(&s, SIGALRM);
+	pthread_sigmask(SIG_BLOCK, &s, &old); /* the readers take it */
+	static pthread_t t[NR];
+	pthread_attr_t a;
+	pthread_attr_init(&a);
+	pthread_attr_setstacksize(&a, 64 * 1024);
+	for (long i = 0; i < NR; i++) {
+		if (socketpair(AF_UNIX, SOCK_STREAM, 0, rs[i]) != 0)
+			exit(2);
+		pthread_sigmask(SIG_UNBLOCK, &s, NULL);
+		pthread_create(&t[i], &a, storm_reader, (void *)i);
+		pthread_sigmask(SIG_BLOCK, &s, NULL);
+	}
+	struct itimerval it = { { 0, 1000 }, { 0, 1000 } };
+	setitimer(ITIMER_REAL, &it, NULL);
+	for (int r = 0; r < ROUNDS; r++) {
+		for (int i = 0; i < NR; i++)
+			if (write(rs[i][1], "x", 1) != 1)
+				exit(3);
+		usleep(20000);
+	}
+	for (int i = 0; i < NR; i++)
+		pthread_join(t[i], NULL);
+	struct itimerval off = { { 0, 0 }, { 0, 0 } };
+	setitimer(ITIMER_REAL, &off, NULL);
+	say("storm: every byte read", bytes == (long)NR * ROUNDS);
+	say("storm: handlers ran", handled > 0);
+	say("storm: every EINTR had its handler", eintrs <= handled);
+	if (getenv("SIGINTR_VERBOSE"))
+		fprintf(stderr, "handled %d eintrs %ld\n", (int)handled, (long)eintrs);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* ---- sigwait in threads of their own, many others busy ------------------------------------------ */
+
+#define NBUSY 1000
+#define NWAIT 50
+static atomic_int stop, waited, waiting;
+
+static void *busy(void *arg)
+{
+	(void)arg;
+	volatile unsigned long x = 0;
+	while (!stop) { /* compute a little, sleep a little */
+		for (int i = 0; i < 10000; i++)
+			x++;
+		usleep(10000);
+	}
+	return NULL;
+}
+
+static void *waiter(void *arg)
+{
+	sigset_t *set = arg;
+	int sig = 0;
+	waiting++;
+	if (sigwait(set, &sig) == 0 && sig == SIGUSR1)
+		waited++;
+	return NULL;
+}
+
+/* OS threads in this process */
+static int os_threads(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	int n = -1;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "Threads: %d", &n) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+static void case_sigwait(void)
+{
+	static sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &set, NULL); /* every thread blocks it */
+	pthread_attr_t a;
+	pthread_attr_init(&a);
+	pthread_attr_setstacksize(&a, 64 * 1024);
+	static pthread_t b[NBUSY], w[NWAIT];
+	for (int i = 0; i < NWAIT; i++)
+		pthread_create(&w[i], &a, waiter, &set);
+	for (int i = 0; i < NBUSY; i++)
+		pthread_create(&b[i], &a, busy, NULL);
+	while (waiting < NWAIT)
+		usleep(1000);
+	usleep(50000); /* into sigwait, most likely: the count is only reported */
+	fprintf(stderr, "threads_in_sigwait=%d\n", os_threads());
+	for (int i = 0; i < NWAIT; i++) {
+		kill(getpid(), SIGUSR1);
+		while (waited <= i)
+			usleep(1000);
+	}
+	for (int i = 0; i < NWAIT; i++)
+		pthread_join(w[i], NULL);
+	stop = 1;
+	for (int i = 0; i < NBUSY; i++)
+		pthread_join(b[i], NULL);
+	say("sigwait: 50 threads took one each", waited == NWAIT);
+}
+
+/* ---- pthread_cancel: a parked thread unwinds ------------------------------------------------- */
+
+static atomic_int cleaned, started2, slept;
+static pthread_mutex_t cmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ccv = PTHREAD_COND_INITIALIZER;
+static int cfd;
+
+static void cleanup(void *arg)
+{
+	cleaned += (int)(long)arg;
+}
+
+static void unlock_cleanup(void *arg)
+{
+	pthread_mutex_unlock(arg);
+	cleaned += 10;
+}
+
+static void *cancel_reader(void *arg)
+{
+	(void)arg;
+	char c;
+	pthread_cleanup_push(cleanup, (void *)1L);
+	started2 = 1;
+	for (;;)
+		(void)read(cfd, &c, 1);
+	pthread_cleanup_pop(0);
+	return NULL;
+}
+
+static void *cancel_waiter(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&cmu);
+	pthread_cleanup_push(unlock_cleanup, &cmu);
+	started2 = 1;
+	for (;;)
+		pthread_cond_wait(&ccv, &cmu);
+	pthread_cleanup_pop(1);
+	return NULL;
+}
+
+static void *cancel_later(void *arg)
+{
+	(void)arg;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	started2 = 1;
+	while (!slept) /* cancelled meanwhile: not acted on */
+		usleep(2000);
+	int old = -1;
+	pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old);
+	cleaned = old == PTHREAD_CANCEL_DISABLE ? 100 : -1;
+	pthread_testcancel();
+	cleaned = -2;
+	return NULL;
+}
+
+static void run_cancel(void *(*fn)(void *), int want, const char *what)
+{
+	pthread_t t;
+	void *ret = NULL;
+	cleaned = started2 = slept = 0;
+	pthread_create(&t, NULL, fn, NULL);
+	while (!started2)
+		usleep(1000);
+	usleep(20000);
+	pthread_cancel(t);
+	usleep(20000);
+	slept = 1;
+	pthread_join(t, &ret);
+	char line[128];
+	snprintf(line, sizeof line, "%s: cancelled, cleanup ran", what);
+	say(line, ret == PTHREAD_CANCELED && cleaned == want);
+}
+
+static void case_cancel(void)
+{
+	int sv[2];
+	socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+	cfd = sv[0];
+	run_cancel(cancel_reader, 1, "read");
+	run_cancel(cancel_waiter, 10, "cond_wait");
+	say("cond_wait: the mutex is free after", pthread_mutex_trylock(&cmu) == 0);
+	pthread_mutex_unlock(&cmu);
+	run_cancel(cancel_later, 100, "disabled, then testcancel");
+}
+
+static const struct {
+	const char *name;
+	void (*fn)(void);
+} cases[] = {
+	{ "read", case_read },
+	{ "accept", case_accept },
+	{ "poll", case_poll },
+	{ "sleep", case_sleep },
+	{ "nanosleep", case_nanosleep },
+	{ "sem", case_sem },
+	{ "compute", case_compute },
+	{ "restart", case_restart },
+	{ "kill_accept", case_kill_accept },
+	{ "masks", case_masks },
+	{ "storm", case_storm },
+	{ "sigwait", case_sigwait },
+	{ "cancel", case_cancel },
+};
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: sigintr CASE\n");
+		return 2;
+	}
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		if (strcmp(argv[1], cases[i].name) == 0) {
+			cases[i].fn();
+			return failures ? 1 : 0;
+		}
+	fprintf(stderr, "sigintr: no case %s\n", argv[1]);
+	return 2;
+}

@@ -1,0 +1,442 @@
+/*
+ * test_faults.c - the machine says no (issue 15, item 3): weft survives
+ * what it cannot have, and the program sees the error it would see
+ * natively.  Each case runs in a forked child with its own limits.
+ *
+ *   fd exhaustion       accept gets EMFILE; the netpoller and timers go on;
+ *                       accept works again once fds are freed
+ *   no new threads      RLIMIT_NPROC reached: the runtime runs its Gs on
+ *                       the threads it has and says so once
+ *   no memory for stacks RLIMIT_AS reached: weft_go fails with ENOMEM,
+ *                       nothing crashes, and works again after
+ *   peer reset          writing to a reset connection: EPIPE/ECONNRESET
+ *                       with SIGPIPE ignored or MSG_NOSIGNAL; death by
+ *                       SIGPIPE with the default disposition, as natively
+ * (vm.max_map_count: guard pages fall back to canaries before it is
+ * reached, sched/overflow_canary_stacks.)
+ */
+#include "helpers.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <netinet/tcp.h>
+#include <sys/resource.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+
+static int listener(struct sockaddr_in *a)
+{
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+	socklen_t al = sizeof *a;
+	memset(a, 0, sizeof *a);
+	a->sin_family = AF_INET;
+	a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (l < 0 || bind(l, (struct sockaddr *)a, sizeof *a) != 0 || listen(l, 128) != 0 ||
+	    getsockname(l, (struct sockaddr *)a, &al) != 0)
+		return -1;
+	return l;
+}
+
+static int dial(const struct sockaddr_in *a)
+{
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	if (c < 0 || connect(c, (const struct sockaddr *)a, sizeof *a) != 0)
+		return -1;
+	return c;
+}
+
+/* ---- fd exhaustion ------------------------------------------------------------------ */
+
+#define NCLIENTS 24
+static int fx_rc; /* 0 ok, else the failed step */
+static _Atomic int fx_done;
+
+static void fx_main(void *arg)
+{
+	(void)arg;
+	struct sockaddr_in a;
+	int l = listener(&a), cl[NCLIENTS], acc[NCLIENTS], nacc = 0;
+	if (l < 0) {
+		fx_rc = 1;
+		goto out;
+	}
+	for (int i = 0; i < NCLIENTS; i++)
+		if ((cl[i] = dial(&a)) < 0) {
+			fx_rc = 2;
+			goto out;
+		}
+	/* room for 4 more descriptors: accept must run out */
+	int maxfd = 0;
+	for (int i = 0; i < NCLIENTS; i++)
+		maxfd = cl[i] > maxfd ? cl[i] : maxfd;
+	struct rlimit rl;
+	getrlimit(RLIMIT_NOFILE, &rl);
+	rl.rlim_cur = (rlim_t)maxfd + 5;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+		fx_rc = 3;
+		goto out;
+	}
+	int r;
+	while ((r = accept(l, NULL, NULL)) >= 0)
+		acc[nacc++] = r;
+	if (errno != EMFILE || nacc == 0 || nacc >= NCLIENTS) {
+		fprintf(stderr, "accept: %d accepted, then %s\n", nacc, strerror(errno));
+		fx_rc = 4;
+		goto out;
+	}
+	/* the runtime's own descriptors (epoll, eventfd) still work: a timer
+	 * fires, and a read parks and is woken by the netpoller */
+	if (weft_sleep(1000000) != 0) {
+		fx_rc = 5;
+		goto out;
+	}
+	char b[8] = { 0 };
+	if (write(cl[0], "ping", 4) != 4 || read(acc[0], b, sizeof b) != 4 || memcmp(b, "ping", 4)) {
+		fx_rc = 6;
+		goto out;
+	}
+	/* fds come free: accept works again */
+	close(acc[--nacc]);
+	close(acc[--nacc]);
+	for (int k = 0; k < 2; k++) {
+		if ((r = accept(l, NULL, NULL)) < 0) {
+			fprintf(stderr, "accept after close: %s\n", strerror(errno));
+			fx_rc = 7;
+			goto out;
+		}
+		acc[nacc++] = r;
+	}
+out:
+	fx_done = 1;
+}
+
+static int fd_exhaustion(void)
+{
+	weft_go(fx_main, NULL);
+	while (!fx_done)
+		weft_sleep(1000000);
+	return fx_rc;
+}
+
+Test(faults, fd_exhaustion_emfile_then_recovers, .timeout = 120)
+{
+	struct child c;
+	char *env[] = { "WEFT_MAXPROCS=2", NULL };
+	run_child(&c, env, fd_exhaustion, 100);
+	cr_assert(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0,
+		  "status %#x, stderr:\n%s", c.status, c.err);
+}
+
+/* ---- thread creation fails ---------------------------------------------------------- */
+
+
+static void nt_worker(void *arg)
+{
+	weft_chan_t *ch = arg;
+	for (int i = 0; i < 10; i++) {
+		weft_sleep(10000);
+		weft_yield();
+	}
+	int one = 1;
+	weft_chan_send(ch, &one);
+}
+
+static void nt_blocker(void *arg)
+{
+	/* a call that blocks its OS thread: sysmon wants another M for the
+	 * P, and the system refuses it */
+	weft_chan_t *ch = arg;
+	weft_blocking_enter();
+	struct timespec ts = { 0, 50 * 1000 * 1000 };
+	nanosleep(&ts, NULL);
+	weft_blocking_exit();
+	int one = 1;
+	weft_chan_send(ch, &one);
+}
+
+static int os_threads(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	int n = -1;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "Threads: %d", &n) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+static void *nothing(void *arg)
+{
+	return arg;
+}
+
+static int no_threads(void)
+{
+	weft_chan_t *ch = weft_chan_make(sizeof(int), 0);
+	/* the runtime starts with the threads it wants first */
+	weft_go(nt_worker, ch);
+	int v;
+	weft_chan_recv(ch, &v);
+	/* then no more: root is exempt from RLIMIT_NPROC, so become nobody,
+	 * who owns no other task, limited to the threads we have */
+	int have = os_threads();
+	struct rlimit rl = { (rlim_t)have, (rlim_t)have };
+	if (have < 2 || setrlimit(RLIMIT_NPROC, &rl) != 0 || setgid(65534) != 0 ||
+	    setuid(65534) != 0)
+		return 90;
+	pthread_t t;
+	if (pthread_create(&t, NULL, nothing, NULL) == 0)
+		return 91; /* the limit does not hold here */
+	for (int i = 0; i < 4; i++)
+		if (weft_go(nt_blocker, ch) < 0)
+			return 92;
+	for (int i = 0; i < 200; i++)
+		if (weft_go(nt_worker, ch) < 0)
+			return 92;
+	int sum = 0;
+	for (int i = 0; i < 204; i++) {
+		weft_chan_recv(ch, &v);
+		sum += v;
+	}
+	if (os_threads() > have)
+		return 94;
+	return sum == 204 ? 0 : 93;
+}
+
+Test(faults, thread_creation_fails_runtime_keeps_running, .timeout = 120)
+{
+	if (geteuid() != 0)
+		cr_skip_test("needs root to run as a user with a process limit");
+	struct child c;
+	char *env[] = { "WEFT_MAXPROCS=2", NULL };
+	run_child(&c, env, no_threads, 100);
+	cr_assert_neq(WIFEXITED(c.status) ? WEXITSTATUS(c.status) : -1, 91,
+		      "RLIMIT_NPROC does not stop thread creation here");
+	cr_assert(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0,
+		  "status %#x, stderr:\n%s", c.status, c.err);
+	/* said, and said once */
+	const char *w = strstr(c.err, "cannot create another OS thread");
+	cr_assert_not_null(w, "no warning about the missing threads:\n%s", c.err);
+	cr_assert_null(strstr(w + 1, "cannot create another OS thread"),
+		       "warned more than once:\n%s", c.err);
+}
+
+/* No thread at all when the runtime starts (not even sysmon's): not
+ * fatal; the Gs run once the system lets threads be made again, and
+ * sysmon with them. */
+static void nt_flag(void *arg)
+{
+	atomic_store((_Atomic int *)arg, 1);
+}
+
+static int tl_pipe[2];
+static _Atomic int tl_done;
+
+static void tl_reader(void *arg)
+{
+	(void)arg;
+	char c;
+	weft_blocking_enter();
+	long r = syscall(SYS_read, tl_pipe[0], &c, 1); /* blocks this M */
+	weft_blocking_exit();
+	atomic_store(&tl_done, r == 1);
+}
+
+static void tl_writer(void *arg)
+{
+	(void)arg;
+	weft_sleep(1000000);
+	(void)!write(tl_pipe[1], "x", 1);
+}
+
+static int threads_later(void)
+{
+	struct rlimit rl = { 1, 64 }; /* this thread only, for now */
+	if (setrlimit(RLIMIT_NPROC, &rl) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+		return 90;
+	_Atomic int a = 0, b = 0;
+	if (weft_go(nt_flag, (void *)&a) <= 0)
+		return 91;
+	rl.rlim_cur = 64;
+	if (setrlimit(RLIMIT_NPROC, &rl) != 0)
+		return 92;
+	if (weft_go(nt_flag, (void *)&b) <= 0) /* wakes an M, which can be made now */
+		return 93;
+	while (!atomic_load(&a) || !atomic_load(&b))
+		sched_yield();
+	/* sysmon is up: a G stuck in a blocking call has its one P handed
+	 * on, so the G that would wake it runs (without sysmon: a hang) */
+	if (pipe(tl_pipe) != 0)
+		return 94;
+	weft_go(tl_reader, NULL);
+	weft_go(tl_writer, NULL);
+	while (!atomic_load(&tl_done))
+		sched_yield();
+	return 0;
+}
+
+Test(faults, no_thread_at_start_is_not_fatal, .timeout = 120)
+{
+	if (geteuid() != 0)
+		cr_skip_test("needs root to run as a user with a process limit");
+	struct child c;
+	char *env[] = { "WEFT_MAXPROCS=1", NULL };
+	run_child(&c, env, threads_later, 100);
+	cr_assert(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0,
+		  "status %#x, stderr:\n%s", c.status, c.err);
+	cr_assert_not_null(strstr(c.err, "cannot create another OS thread"), "not said:\n%s",
+			   c.err);
+}
+
+/* ---- stacks cannot be mapped -------------------------------------------------------- */
+
+static void as_parked(void *arg)
+{
+	weft_chan_t *ch = arg;
+	int v;
+	weft_chan_recv(ch, &v);
+}
+
+static void as_quick(void *arg)
+{
+	atomic_store((_Atomic int *)arg, 1);
+}
+
+static int no_address_space(void)
+{
+	weft_chan_t *ch = weft_chan_make(sizeof(int), 0);
+	weft_yield(); /* the runtime is up before the limit */
+	/* room for a few hundred MiB more */
+	FILE *f = fopen("/proc/self/statm", "r");
+	unsigned long pages = 0;
+	if (!f || fscanf(f, "%lu", &pages) != 1)
+		return 80;
+	fclose(f);
+	struct rlimit rl = { (pages << 12) + (512UL << 20), RLIM_INFINITY };
+	if (setrlimit(RLIMIT_AS, &rl) != 0)
+		return 81;
+	weft_attr_t big = { .stack_size = 8 << 20 };
+	int n = 0;
+	int64_t id;
+	while ((id = weft_go_attr(&big, as_parked, ch)) > 0) {
+		weft_yield(); /* let it take its stack */
+		if (++n > 100000)
+			return 82; /* the limit never bit */
+	}
+	if (errno != ENOMEM) {
+		fprintf(stderr, "weft_go after %d: %s\n", n, strerror(errno));
+		return 83;
+	}
+	if (n == 0)
+		return 84;
+	/* let them all go, then a new G gets a stack again */
+	for (int i = 0; i < n; i++)
+		weft_chan_send(ch, &i);
+	_Atomic int done = 0;
+	if (weft_go_attr(&big, as_quick, (void *)&done) <= 0)
+		return 85;
+	while (!atomic_load(&done))
+		weft_sleep(1000000);
+	return 0;
+}
+
+Test(faults, stack_mapping_fails_enomem, .timeout = 120)
+{
+	struct child c;
+	char *env[] = { "WEFT_MAXPROCS=2", NULL };
+	run_child(&c, env, no_address_space, 100);
+	cr_assert(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0,
+		  "status %#x, stderr:\n%s", c.status, c.err);
+
+}
+
+/* ---- the peer resets mid-write -------------------------------------------------------- */
+
+static int rs_mode; /* 0 SIGPIPE ignored, 1 MSG_NOSIGNAL, 2 default disposition */
+static int rs_rc;
+static _Atomic int rs_done;
+
+static void rs_main(void *arg)
+{
+	(void)arg;
+	struct sockaddr_in a;
+	int l = listener(&a);
+	int c = dial(&a);
+	int s = accept(l, NULL, NULL);
+	if (l < 0 || c < 0 || s < 0) {
+		rs_rc = 70;
+		goto out;
+	}
+	/* the peer goes away abortively (RST) while we write */
+	struct linger lg = { 1, 0 };
+	setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+	static char buf[1 << 16];
+	ssize_t r = 0;
+	for (int i = 0; i < 4; i++)
+		r = rs_mode == 1 ? send(s, buf, sizeof buf, MSG_NOSIGNAL) : write(s, buf, sizeof buf);
+	close(c);
+	/* natively: ECONNRESET for the first write after the RST, then
+	 * EPIPE (and SIGPIPE) for the next */
+	int e = 0;
+	for (int i = 0; i < 10000 && e != EPIPE; i++) {
+		r = rs_mode == 1 ? send(s, buf, sizeof buf, MSG_NOSIGNAL) : write(s, buf, sizeof buf);
+		e = r < 0 ? errno : 0;
+		if (r < 0 && e != ECONNRESET && e != EPIPE)
+			break;
+	}
+	if (e != EPIPE) {
+		fprintf(stderr, "write to a reset peer: %zd %s\n", r, strerror(errno));
+		rs_rc = 71;
+	}
+out:
+	rs_done = 1;
+}
+
+static int peer_reset(void)
+{
+	if (rs_mode == 0)
+		signal(SIGPIPE, SIG_IGN);
+	weft_go(rs_main, NULL);
+	while (!rs_done)
+		weft_sleep(1000000);
+	return rs_rc;
+}
+
+static int reset_ignored(void)
+{
+	rs_mode = 0;
+	return peer_reset();
+}
+
+static int reset_nosignal(void)
+{
+	rs_mode = 1;
+	return peer_reset();
+}
+
+static int reset_default(void)
+{
+	rs_mode = 2;
+	return peer_reset();
+}
+
+Test(faults, peer_reset_mid_write, .timeout = 120)
+{
+	struct child c;
+	char *env[] = { "WEFT_MAXPROCS=2", NULL };
+	run_child(&c, env, reset_ignored, 100);
+	cr_assert(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0,
+		  "SIGPIPE ignored: status %#x, stderr:\n%s", c.status, c.err);
+	run_child(&c, env, reset_nosignal, 100);
+	cr_assert(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0,
+		  "MSG_NOSIGNAL: status %#x, stderr:\n%s", c.status, c.err);
+	/* the program did not ask to survive it: SIGPIPE, as natively */
+	run_child(&c, env, reset_default, 100);
+	cr_assert(WIFSIGNALED(c.status) && WTERMSIG(c.status) == SIGPIPE,
+		  "default SIGPIPE: status %#x, stderr:\n%s", c.status, c.err);
+}

@@ -1,0 +1,58 @@
+/*
+ * test_link.c - the libraries weft builds leave no symbol undefined that
+ * their NEEDED libraries do not define (issue 11: a shim linked without
+ * jemalloc failed every preloaded program with "symbol lookup error:
+ * undefined symbol: mallctl").  The Makefile links with -z defs; this
+ * checks the result, whatever linked it.
+ */
+#include "helpers.h"
+
+#ifndef WEFT_LIBDIR
+#error "built by the Makefile with -DWEFT_LIBDIR and -DWEFT_SRCDIR"
+#endif
+
+static void check(const char *name, bool must_exist)
+{
+	char lib[4096], cmd[8192];
+	snprintf(lib, sizeof lib, "%s/%s", WEFT_LIBDIR, name);
+	if (access(lib, F_OK) != 0) {
+		cr_assert(!must_exist, "%s was not built", lib);
+		return;
+	}
+	snprintf(cmd, sizeof cmd, "sh %s/scripts/check-undefined.sh %s", WEFT_SRCDIR, lib);
+	int st = system(cmd);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		  "%s: undefined dynamic symbols no NEEDED library provides (listed above)", lib);
+}
+
+Test(link, libweft_no_undefined_symbols)
+{
+	check("libweft.so", true);
+}
+
+Test(link, preload_shim_no_undefined_symbols)
+{
+	check("libweft_preload.so", true);
+}
+
+Test(link, split_variant_no_undefined_symbols)
+{
+	check("libweft_split.so", false); /* not built with SAN= */
+}
+
+/* The checker itself must see a missing library: a shared object that
+ * calls a function nobody defines. */
+Test(link, checker_catches_a_missing_library)
+{
+	char dir[] = "/tmp/weft-link-XXXXXX", cmd[8192];
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(cmd, sizeof cmd,
+		 "cd %s && printf 'int weft_nowhere(void);\\nint f(void){return weft_nowhere();}\\n' >x.c && "
+		 "cc -shared -fPIC -o x.so x.c && sh %s/scripts/check-undefined.sh x.so | "
+		 "grep -q weft_nowhere",
+		 dir, WEFT_SRCDIR);
+	int st = system(cmd);
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	(void)system(cmd);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "check-undefined.sh missed weft_nowhere");
+}
