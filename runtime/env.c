@@ -5,8 +5,7 @@
  *   WEFT_MAXPROCS    number of Ps, 1..1024 (default: CPUs this process may use)
  *   WEFT_STACK_SIZE  usable bytes per G stack, 16K..1G, with K/M/G suffixes (default 256K)
  *   WEFT_STACK       guarded | segmented (default guarded)
- *   WEFT_TLS         thread | shared: Gs get TLS of their own (default: shared
- *                    when linked, thread for the preload shim's threads)
+ *   WEFT_TLS         thread | shared: Gs get TLS of their own (default: shared)
  *   WEFT_MAXTHREADS  OS threads weft may make, 2..16384 (default 10000): past it,
  *                    fatal (threads blocked in calls weft does not see each hold one)
  *   WEFT_DEBUG       comma-separated: schedtrace=<ms>, sigquit=continue

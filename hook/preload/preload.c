@@ -95,7 +95,10 @@ void shim_start(void)
 	/* the runtime's own threads must be real ones */
 	rt_pthread_create = sig_rt_create;
 	rt_gexit_hook = gthr_gexit;
-	rt_tls_default = !shim_native; /* threads get TLS of their own (WEFT_TLS) */
+	/* WEFT_TLS=thread gives threads TLS of their own; off by default
+	 * until an intermittent jemalloc tsd-list crash at G exit (4 Ps,
+	 * pthreads mutex_contention) is understood */
+	rt_tls_default = 0;
 	runtime_ensure();
 	shim_fork_init(); /* after the runtime: see fork.c */
 	atomic_store_explicit(&startstate, 2, memory_order_release);
@@ -150,7 +153,7 @@ static int weft_main_shim(int argc, char **argv, char **envp)
 	 * thread_local destructors, glibc's state), and the real main thread,
 	 * which from now on only handles signals, moves to a fresh block. */
 	weft_attr_t a = { .stack_size = main_stack(), .name = "main", .tls = WEFT_TLS_SHARED };
-	if (!shim_native && (weftenv.tls >= 0 ? weftenv.tls : 1) && tls_init())
+	if (!shim_native && (weftenv.tls >= 0 ? weftenv.tls : rt_tls_default) && tls_init())
 		mainctx.tcb = tls_movemain();
 	gthr_live_add(1);
 	if (weft_go_attr(&a, main_g, &mainctx) < 0) {
