@@ -40,7 +40,15 @@ typedef struct weft_attr {
 	size_t stack_size; /* usable stack bytes; 0 = WEFT_STACK_SIZE */
 	int stack_kind;    /* WEFT_STACK_DEFAULT, _GUARDED or _SEGMENTED */
 	const char *name;  /* copied; shown in dumps; NULL = none */
+	int tls;           /* WEFT_TLS_DEFAULT, _SHARED or _THREAD */
 } weft_attr_t;
+
+enum {
+	WEFT_TLS_DEFAULT = 0, /* whatever WEFT_TLS selects (shared when linked) */
+	WEFT_TLS_SHARED = 1,  /* __thread, errno... are the running OS thread's */
+	WEFT_TLS_THREAD = 2,  /* a TLS block and TCB of its own, as a thread has:
+	                       * errno, __thread, thread_local follow the G */
+};
 
 enum {
 	WEFT_STACK_DEFAULT = 0,   /* whatever WEFT_STACK selects (guarded) */

@@ -155,6 +155,20 @@ static int allocflags(void)
 	return f | MALLOCX_TCACHE_NONE;
 }
 
+/* jemalloc's per-thread state (tsd) lives in TLS: a G with TLS of its
+ * own (tls.c) has one in its block.  No automatic thread cache (the
+ * runtime only uses the P's explicit ones), so making a tsd is cheap, and
+ * rtalloc_gexit retires the G's tsd before its block goes: jemalloc keeps
+ * live tsds on a list of its own. */
+const char *malloc_conf = "tcache:false";
+extern __thread char je_tsd_tls;
+void je_tsd_cleanup(void *arg);
+
+void rtalloc_gexit(void)
+{
+	je_tsd_cleanup(&je_tsd_tls);
+}
+
 void *rtalloc(size_t size)
 {
 	void *p = mallocx(size ? size : 1, allocflags() | MALLOCX_ZERO);

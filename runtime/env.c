@@ -5,6 +5,7 @@
  *   WEFT_MAXPROCS    number of Ps, 1..1024 (default: CPUs this process may use)
  *   WEFT_STACK_SIZE  usable bytes per G stack, 16K..1G, with K/M/G suffixes (default 256K)
  *   WEFT_STACK       guarded | segmented (default guarded)
+ *   WEFT_TLS         thread | shared: Gs get TLS of their own (default: shared)
  *   WEFT_MAXTHREADS  OS threads weft may make, 2..16384 (default 10000): past it,
  *                    fatal (threads blocked in calls weft does not see each hold one)
  *   WEFT_DEBUG       comma-separated: schedtrace=<ms>, sigquit=continue
@@ -124,6 +125,16 @@ void envinit(void)
 			weftenv.stackkind = WEFT_STACK_SEGMENTED;
 		else
 			warn("ignoring WEFT_STACK=%s: want guarded or segmented", s);
+	}
+	weftenv.tls = -1;
+	s = getenv("WEFT_TLS");
+	if (s && *s) {
+		if (!strcmp(s, "thread"))
+			weftenv.tls = 1;
+		else if (!strcmp(s, "shared"))
+			weftenv.tls = 0;
+		else
+			warn("ignoring WEFT_TLS=%s: want thread or shared", s);
 	}
 	weftenv.maxthreads = 10000;
 	s = getenv("WEFT_MAXTHREADS");

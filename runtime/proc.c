@@ -440,6 +440,7 @@ static void *mstart(void *arg)
 	struct m *m = arg;
 	tls_m = m;
 	m->errnop = &errno;
+	m->fsbase = m->fscur = tls_current();
 	/* seq_cst, then dump_mstart: a dump either stops this M or is
 	 * waited for (dump.c) */
 	atomic_store(&m->tid, (int)syscall(SYS_gettid));
@@ -713,7 +714,9 @@ static __attribute__((noinline)) bool gstart(struct m *m, struct g *gp)
 		unlock(&stackwaitlock);
 		return false;
 	}
-	gp->sp = weft_ctx_make(gp->stack.hi, gentry);
+	/* a G with TLS of its own keeps the top of its stack for the block
+	 * (tls_gbegin builds it there once the G runs) */
+	gp->sp = weft_ctx_make(gp->owntls ? gp->stack.hi - tlsinfo.reserve : gp->stack.hi, gentry);
 	san_gcreate(gp);
 	return true;
 }
@@ -748,7 +751,8 @@ static inline __attribute__((always_inline)) void gswitch_inl(struct m *m, struc
 		char *fp = __builtin_frame_address(0);
 		if (fp < from->stack.low)
 			from->stack.low = fp;
-		from->errno_save = *m->errnop;
+		if (!from->tcb) /* a G with its own TLS keeps errno there */
+			from->errno_save = *m->errnop;
 		if (from->stack.kind == STACK_CANARY && !stackcanary_ok(&from->stack))
 			stack_overflow(from);
 	}
@@ -773,11 +777,12 @@ static inline __attribute__((always_inline)) void gswitch_inl(struct m *m, struc
 		next = m->g0sp;
 	}
 	san_switch_start(m, from, to);
+	tls_loadfs(m, to);
 	weft_ctx_switch(save, next);
 	m = getm();
 	san_switch_finish(m, from);
 	afterswitch(m);
-	if (from)
+	if (from && !from->tcb)
 		*m->errnop = from->errno_save; /* on the thread we run on now */
 }
 
@@ -798,6 +803,8 @@ static void gentry(void)
 	struct g *gp = m->curg;
 	gp->rtdepth = 0;
 	leaveruntime(m);
+	if (gp->owntls)
+		tls_gbegin(gp);
 	gp->fn(gp->arg);
 	goexit1();
 }
@@ -1039,11 +1046,28 @@ static struct g *malg(void)
 
 extern int splitstack_prepare(struct g *gp, const weft_attr_t *attr) __attribute__((weak));
 
+/* Whether a new G gets TLS of its own (tls.c): asked in attr, else
+ * WEFT_TLS (rt_tls_default: the preload shim's choice when unset).  Not
+ * for a segmented stack: libgcc keeps its segments' state in TLS. */
+int rt_tls_default HIDDEN;
+static bool gowntls(const weft_attr_t *attr)
+{
+	int t = attr ? attr->tls : WEFT_TLS_DEFAULT;
+	if (t == WEFT_TLS_DEFAULT)
+		t = (weftenv.tls >= 0 ? weftenv.tls : rt_tls_default) ? WEFT_TLS_THREAD
+								     : WEFT_TLS_SHARED;
+	if (t != WEFT_TLS_THREAD)
+		return false;
+	int kind = attr && attr->stack_kind ? attr->stack_kind : weftenv.stackkind;
+	return kind != WEFT_STACK_SEGMENTED && tls_init();
+}
+
 int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 {
 	if (!fn || (attr && attr->stack_size &&
 		    (attr->stack_size < 16 * 1024 || attr->stack_size > (1UL << 30))) ||
-	    (attr && (attr->stack_kind < 0 || attr->stack_kind > WEFT_STACK_SEGMENTED))) {
+	    (attr && (attr->stack_kind < 0 || attr->stack_kind > WEFT_STACK_SEGMENTED)) ||
+	    (attr && (attr->tls < WEFT_TLS_DEFAULT || attr->tls > WEFT_TLS_THREAD))) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -1053,8 +1077,11 @@ int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 	struct g *gp = gfget(pp);
 	if (!gp)
 		gp = malg();
-	if (gp)
+	if (gp) {
 		gp->stackwant = attr ? attr->stack_size : 0;
+		gp->owntls = gowntls(attr);
+		gp->tcb = NULL;
+	}
 	/* the stack: segmented now, guarded when the G first runs (gstart) */
 	if (gp && splitstack_prepare && splitstack_prepare(gp, attr) != 0) {
 		lock(&sched.lock); /* no stack to be had: back to the free list */
@@ -1127,6 +1154,8 @@ static bool after_gfput(struct g *gp, void *arg)
 {
 	(void)arg;
 	san_gdestroy(gp);
+	if (gp->tcb)
+		tls_gfree(gp); /* before its stack, which holds the block, is reused */
 	struct p *pp = getm()->p;
 	/* its stack, the warmest, to the top of pp's cache for the next G to
 	 * start here; a segmented one stays for the next segmented G */
@@ -1142,12 +1171,15 @@ static void goexit1(void)
 	struct g *gp = m->curg;
 	if (rt_gexit_hook)
 		rt_gexit_hook(gp);
+	tls_gdtors(gp); /* if the shim's exit path did not: as a thread ends */
 	m = getm(); /* the hook may have parked */
 	if (gp->lockedm) {
 		atomic_store_explicit(&m->lockedg, NULL, memory_order_relaxed);
 		gp->lockedm = NULL;
 		gp->lockcount = 0;
 	}
+	if (gp->tcb)
+		rtalloc_gexit(); /* its last allocation was above (weft_sem_post...) */
 	atomic_store_explicit(&gp->status, G_DEAD, memory_order_relaxed);
 	gcountadd(m->p, -1);
 	m->afterfn = after_gfput;

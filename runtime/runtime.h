@@ -171,6 +171,11 @@ struct g {
 	void *asan_fake;          /* ASan fake stack while switched out */
 	void *tsan_fiber;         /* TSan fiber */
 	unsigned valgrind_id;     /* valgrind stack id */
+	bool owntls;              /* gets a TLS block of its own when it starts
+	                           * (tls.c); gstart keeps the stack top free */
+	void *tcb;                /* its own TCB (the FS base it runs on), or
+	                           * NULL: it runs on its M's TLS */
+	void *tcbfork;            /* its TCB while it forks on its M's (tls.c) */
 };
 
 /* ---- M ---------------------------------------------------------------- */
@@ -208,6 +213,9 @@ struct m {
 	void *altstack;           /* signal stack for overflow reports */
 	int *errnop;              /* this OS thread's errno (gswitch saves and
 	                           * restores it per G without a call) */
+	uintptr_t fsbase;         /* the OS thread's own thread pointer (g0 and
+	                           * shared-TLS Gs run on it) */
+	uintptr_t fscur;          /* the FS base loaded now (this M only) */
 	_Atomic int32_t lockwait; /* asleep on a runtime lock (lock.c): sysmon
 	                           * does not take that for a blocked call */
 };
@@ -481,8 +489,52 @@ void sysmon_wake(void);
 
 void *rtalloc(size_t size);              /* zeroed; NULL on ENOMEM */
 void rtfree(void *ptr);
+void rtalloc_gexit(void);                /* on a G with its own TLS, at its end */
 unsigned rt_tcache_create(void);
 void allocinit(void);
+
+/* ---- tls.c: a TLS block and TCB per G (WEFT_TLS=thread) ------------------ */
+
+struct tlsinfo {
+	size_t size;         /* static TLS area with the TCB (glibc's) */
+	size_t align;        /* its alignment */
+	size_t tcbsize;      /* sizeof(struct pthread) */
+	size_t reserve;      /* bytes a G's block takes at its stack top */
+	long off_tid;        /* offsetof(struct pthread, tid) */
+	long off_specific;   /* offsetof(struct pthread, specific) */
+	long off_list;       /* offsetof(struct pthread, list) */
+	long off_robust;     /* offsetof(struct pthread, robust_head) */
+	long off_rseq;       /* the rseq area from the thread pointer, or -1 */
+	intptr_t tls_m_off;  /* &tls_m minus the thread pointer (every block) */
+	intptr_t resp_off;   /* glibc's __resp (resolver state pointer), likewise */
+	bool fsgsbase;       /* wrfsbase allowed (HWCAP2_FSGSBASE) */
+};
+extern struct tlsinfo tlsinfo;
+bool tls_init(void);                /* resolve glibc's entry points once */
+void tls_setfs(uintptr_t base);     /* load this OS thread's FS base */
+uintptr_t tls_current(void);        /* %fs:0 */
+void tls_gbegin(struct g *gp);      /* on gp: its block at its stack top */
+void tls_adopt(struct g *gp, void *tcb); /* on gp: run on tcb from now */
+void tls_gdtors(struct g *gp);      /* on gp: C++ thread_local destructors */
+void tls_gfree(struct g *gp);       /* gp dead and off its M: its block freed */
+void tls_forkenter(void);           /* fork runs on the M's own TCB ... */
+void tls_forkleave(void);           /* ... then the G's again (parent, child) */
+void *tls_movemain(void);           /* the real main thread to a fresh block */
+extern int rt_tls_default;          /* WEFT_TLS when unset: 1 under the shim */
+
+/* Point the FS base at to's block (or the M's own) if it is not loaded.
+ * The M goes into the block first, so tls_m reads right on both sides
+ * of the load, whenever a signal comes. */
+static inline void tls_loadfs(struct m *m, struct g *to)
+{
+	uintptr_t fs = (to && to->tcb) ? (uintptr_t)to->tcb : m->fsbase;
+	if (likely(fs == m->fscur))
+		return;
+	if (to && to->tcb)
+		*(struct m **)((char *)to->tcb + tlsinfo.tls_m_off) = m;
+	m->fscur = fs;
+	tls_setfs(fs);
+}
 
 /* ---- env.c -------------------------------------------------------------- */
 
@@ -492,6 +544,7 @@ struct weftenv {
 	int stackkind;         /* WEFT_STACK: guarded/segmented */
 	int64_t schedtrace_ms; /* WEFT_DEBUG=schedtrace=N */
 	bool sigquit_continue; /* WEFT_DEBUG=sigquit=continue */
+	int tls;               /* WEFT_TLS: -1 unset, 0 shared, 1 thread */
 	int maxthreads;        /* WEFT_MAXTHREADS: OS threads weft may have (default 10000) */
 };
 extern struct weftenv weftenv;

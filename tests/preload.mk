@@ -8,11 +8,26 @@
 
 PRELOAD_TEST_SRC := $(wildcard tests/preload/*.c)
 PRELOAD_TEST_PROGS := $(PRELOAD_TEST_SRC:tests/preload/%.c=$(BUILD)/tests/preload/%)
+# C++ programs (g++), and the library tls.c dlopens
+PRELOAD_TEST_CXX := $(wildcard tests/preload/*.cc)
+PRELOAD_TEST_PROGS += $(PRELOAD_TEST_CXX:tests/preload/%.cc=$(BUILD)/tests/preload/%) \
+	$(BUILD)/tests/preload/libtlsmod.so
 PRELOAD_SUITES := $(filter $(BUILD)/tests/test_preload%,$(TEST_BIN))
 
 $(BUILD)/tests/preload/%: tests/preload/%.c
 	@mkdir -p $(@D)
-	$(CC) -O2 -g $(WARN) -pthread -std=gnu11 $< -o $@ -ldl
+	$(CC) -O2 -g $(WARN) $(PRELOAD_PROG_CFLAGS) -pthread -std=gnu11 $< -o $@ -ldl
+
+$(BUILD)/tests/preload/%: tests/preload/%.cc
+	@mkdir -p $(@D)
+	$(CXX) -O2 -g -Wall -Wextra -Werror -pthread $< -o $@
+
+$(BUILD)/tests/preload/libtlsmod.so: tests/preload/lib/tlsmod.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -g $(WARN) -fPIC -shared $< -o $@
+
+# tls.c checks that a G's TCB carries the stack protector's canary
+$(BUILD)/tests/preload/tls: PRELOAD_PROG_CFLAGS := -fstack-protector-all
 
 $(PRELOAD_SUITES): tests/preload/harness.h $(PRELOAD_TEST_PROGS) $(PRELOAD_SO) $(LAUNCHER)
 $(PRELOAD_SUITES): TEST_CFLAGS += -Itests -DPRELOAD_SRCDIR='"$(abspath tests/preload)"' \

@@ -27,16 +27,27 @@
 
 void runtime_afterfork_child(void) HIDDEN;
 
+static void atfork_prepare(void)
+{
+	tls_forkenter(); /* glibc's fork must see the OS thread's own TCB */
+}
+
+static void atfork_parent(void)
+{
+	tls_forkleave();
+}
+
 static void atfork_child(void)
 {
 	runtime_afterfork_child();
 	gthr_afterfork_child();
 	sig_afterfork_child();
+	tls_forkleave();
 }
 
 void shim_fork_init(void)
 {
-	pthread_atfork(NULL, NULL, atfork_child);
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
 HOOK pid_t vfork(void)

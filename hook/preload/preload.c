@@ -95,6 +95,10 @@ void shim_start(void)
 	/* the runtime's own threads must be real ones */
 	rt_pthread_create = sig_rt_create;
 	rt_gexit_hook = gthr_gexit;
+	/* WEFT_TLS=thread gives threads TLS of their own; off by default
+	 * until an intermittent jemalloc tsd-list crash at G exit (4 Ps,
+	 * pthreads mutex_contention) is understood */
+	rt_tls_default = 0;
 	runtime_ensure();
 	shim_fork_init(); /* after the runtime: see fork.c */
 	atomic_store_explicit(&startstate, 2, memory_order_release);
@@ -108,6 +112,7 @@ struct mainctx {
 	int argc;
 	char **argv;
 	char **envp;
+	void *tcb; /* the real main thread's TCB, for the main G, or NULL */
 };
 static struct mainctx mainctx;
 
@@ -127,6 +132,8 @@ static size_t main_stack(void)
 static void main_g(void *arg)
 {
 	struct mainctx *c = arg;
+	if (c->tcb)
+		tls_adopt(getg(), c->tcb);
 	gthr_main_init();
 	if (shim_native)
 		weft_lock_thread(); /* native: main keeps its OS thread (and __thread) too */
@@ -135,13 +142,19 @@ static void main_g(void *arg)
 
 static int weft_main_shim(int argc, char **argv, char **envp)
 {
-	mainctx = (struct mainctx){ argc, argv, envp };
+	mainctx = (struct mainctx){ argc, argv, envp, NULL };
 	shim_start();
 	restore("WEFT_MAXPROCS", "WEFT_RUN_MAXPROCS");
 	restore("WEFT_STACK_SIZE", "WEFT_RUN_STACK_SIZE");
 	gthr_main_keys();
 	sig_start();
-	weft_attr_t a = { .stack_size = main_stack(), .name = "main" };
+	/* The main G takes the real main thread's TLS and TCB over, with
+	 * whatever the constructors left there (__thread values, C++
+	 * thread_local destructors, glibc's state), and the real main thread,
+	 * which from now on only handles signals, moves to a fresh block. */
+	weft_attr_t a = { .stack_size = main_stack(), .name = "main", .tls = WEFT_TLS_SHARED };
+	if (!shim_native && (weftenv.tls >= 0 ? weftenv.tls : rt_tls_default) && tls_init())
+		mainctx.tcb = tls_movemain();
 	gthr_live_add(1);
 	if (weft_go_attr(&a, main_g, &mainctx) < 0) {
 		warn("cannot start main as a green thread (%s): running it on the main thread",

@@ -406,8 +406,9 @@ void gthr_main_init(void)
 static _Noreturn void gthr_exit(struct gthr *t, void *ret)
 {
 	t->retval = ret;
-	keys_run(t);
 	struct g *gp = getg();
+	tls_gdtors(gp); /* C++ thread_local, then keys (the block goes at the end) */
+	keys_run(t);
 	sig_gend(gp);
 	gp->tls = NULL;
 	t->g = NULL;

@@ -1,0 +1,354 @@
+/*
+ * tls.c - a thread-local storage block and thread control block (TCB)
+ * of its own for a G that stands for a thread (WEFT_TLS=thread).
+ *
+ * Without it a G borrows the TLS of whichever OS thread runs it: errno's
+ * address, __thread and C++ thread_local variables, glibc's own
+ * per-thread state (stdio lock owner, malloc tcache, THREAD_SELF) are
+ * shared by the Gs of an M and change under a G that migrates.  With it
+ * the G carries a block laid out as glibc lays out a new thread's
+ * (nptl/allocatestack.c, x86-64 TLS variant II: the TCB - glibc's struct
+ * pthread - at the thread pointer, the static TLS blocks of the loaded
+ * modules just below it), and the switch points the FS base at the TCB
+ * of whichever context runs (proc.c: gswitch_inl, tls_loadfs).
+ *
+ * glibc does the module work: _dl_get_tls_static_info gives the size and
+ * alignment of the static TLS area with the TCB, _dl_allocate_tls(tcb)
+ * makes the dtv and copies every module's TLS image into the block, and
+ * _dl_deallocate_tls(tcb, false) frees the dtv and the dynamic (dlopen'ed
+ * module) blocks.  The TCB fields glibc reads through %fs are set as
+ * pthread_create sets them: the header (tcb/self, dtv, multiple_threads,
+ * stack and pointer guard copied from the creating thread), tid (a stable
+ * number of the G's, never a real thread's), specific[0] (the first key
+ * block), the rseq area's cpu_id (-2, "not registered": sched_getcpu then
+ * asks the vDSO instead of reading a value that belongs to another
+ * thread).  struct pthread's size and the tid/specific offsets come from
+ * the descriptors libc exports for libthread_db (_thread_db_*); the header
+ * offsets are x86-64 ABI (gcc reads the canary at %fs:0x28).  Anything
+ * missing: `weft: ...` once and shared TLS.
+ *
+ * The block lives at the top of the G's own stack (gstart reserves it, as
+ * glibc does), so it costs no mapping of its own.
+ *
+ * The runtime's own thread-locals stay right whatever FS points at: tls_m
+ * is initial-exec, at the same offset from the thread pointer in every
+ * block, and the switch writes the M into the next G's block before it
+ * loads the FS base (a signal at any instruction sees the right M).  The
+ * scheduler context (g0) always runs on the M's own TLS, so a block is
+ * loaded only on the M that runs its G.
+ */
+#define _GNU_SOURCE
+#include <asm/prctl.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <resolv.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/syscall.h>
+
+#include "runtime.h"
+#include "sanitizer.h"
+
+#ifndef HWCAP2_FSGSBASE
+#define HWCAP2_FSGSBASE (1 << 1)
+#endif
+
+/* tcbhead_t (sysdeps/x86_64/nptl/tls.h): offsets fixed by the ABI. */
+enum {
+	TCB_TCB = 0x00,      /* void *tcb: the TCB itself */
+	TCB_DTV = 0x08,      /* dtv_t *dtv */
+	TCB_SELF = 0x10,     /* struct pthread *self */
+	TCB_MULTI = 0x18,    /* int multiple_threads */
+	TCB_GSCOPE = 0x1c,   /* int gscope_flag */
+	TCB_COPY_LO = 0x20,  /* sysinfo, stack_guard (0x28), pointer_guard (0x30), */
+	TCB_COPY_HI = 0x50,  /* vgetcpu cache, feature_1 (CET): copied */
+};
+
+struct tlsinfo tlsinfo;
+
+static void *(*dl_allocate_tls)(void *mem);
+static void (*dl_deallocate_tls)(void *tcb, bool dealloc_tcb);
+static void (*call_tls_dtors)(void);
+static void (*ctype_init)(void); /* __ctype_init: the locale's ctype pointers in TLS */
+
+/* One field descriptor of libthread_db's: { bits, count, offset }. */
+static long tdb_off(const char *name, unsigned bits)
+{
+	const uint32_t *d = dlvsym(RTLD_DEFAULT, name, "GLIBC_PRIVATE");
+	if (!d || d[0] != bits)
+		return -1;
+	return d[2];
+}
+
+static uintptr_t tp_self(void)
+{
+	uintptr_t tp;
+	__asm__ volatile("mov %%fs:0, %0" : "=r"(tp)); /* not moved across an FS load */
+	return tp;
+}
+
+/* Resolve glibc's entry points once.  False (with a warning) when
+ * anything is missing: the caller stays in shared mode. */
+bool tls_init(void)
+{
+	static _Atomic int state; /* 0 not tried, 1 ok, 2 unavailable */
+	int s = atomic_load_explicit(&state, memory_order_acquire);
+	if (s)
+		return s == 1;
+	struct tlsinfo ti = { 0 };
+#if defined(WEFT_ASAN) || defined(WEFT_TSAN)
+	/* the sanitizers keep each thread's state in its TLS */
+	warn("WEFT_TLS=thread: not in a sanitizer build: green threads share their OS thread's "
+	     "thread-local storage");
+	atomic_store_explicit(&state, 2, memory_order_release);
+	return false;
+#endif
+	void (*static_info)(size_t *, size_t *) =
+		(void (*)(size_t *, size_t *))dlvsym(RTLD_DEFAULT, "_dl_get_tls_static_info",
+						     "GLIBC_PRIVATE");
+	dl_allocate_tls = (void *(*)(void *))dlvsym(RTLD_DEFAULT, "_dl_allocate_tls", "GLIBC_PRIVATE");
+	dl_deallocate_tls =
+		(void (*)(void *, bool))dlvsym(RTLD_DEFAULT, "_dl_deallocate_tls", "GLIBC_PRIVATE");
+	call_tls_dtors = (void (*)(void))dlvsym(RTLD_DEFAULT, "__call_tls_dtors", "GLIBC_PRIVATE");
+	ctype_init = (void (*)(void))dlvsym(RTLD_DEFAULT, "__ctype_init", "GLIBC_PRIVATE");
+	/* a TLS symbol: this thread's instance */
+	char *resp = dlvsym(RTLD_DEFAULT, "__resp", "GLIBC_PRIVATE");
+	const uint32_t *szp = dlvsym(RTLD_DEFAULT, "_thread_db_sizeof_pthread", "GLIBC_PRIVATE");
+	const long *rseq_off = dlsym(RTLD_DEFAULT, "__rseq_offset");
+	const unsigned *rseq_size = dlsym(RTLD_DEFAULT, "__rseq_size");
+	ti.off_tid = tdb_off("_thread_db_pthread_tid", 32);
+	ti.off_specific = tdb_off("_thread_db_pthread_specific", 32 * 64);
+	ti.off_list = tdb_off("_thread_db_pthread_list", 128);
+	const char *missing = !static_info ? "_dl_get_tls_static_info"
+			      : !dl_allocate_tls ? "_dl_allocate_tls"
+			      : !dl_deallocate_tls ? "_dl_deallocate_tls"
+			      : !call_tls_dtors ? "__call_tls_dtors"
+			      : !ctype_init ? "__ctype_init"
+			      : !resp ? "__resp"
+			      : !szp ? "_thread_db_sizeof_pthread"
+			      : ti.off_tid < 0 ? "_thread_db_pthread_tid"
+			      : ti.off_specific < 0 ? "_thread_db_pthread_specific"
+			      : ti.off_list < 0 ? "_thread_db_pthread_list"
+						    : NULL;
+	if (!missing) {
+		static_info(&ti.size, &ti.align);
+		ti.tcbsize = *szp;
+		if (ti.align < 16 || (ti.align & (ti.align - 1)) || ti.tcbsize < TCB_COPY_HI ||
+		    ti.size < ti.tcbsize || (size_t)ti.off_specific < 32 * 16 ||
+		    (size_t)ti.off_specific + 32 * 8 > ti.tcbsize || (size_t)ti.off_tid + 4 > ti.tcbsize ||
+		    (size_t)ti.off_list + 16 > ti.tcbsize)
+			missing = "a plausible struct pthread layout";
+	}
+	if (missing) {
+		warn("WEFT_TLS=thread: this libc has no %s: green threads share their OS thread's "
+		     "thread-local storage",
+		     missing);
+		atomic_store_explicit(&state, 2, memory_order_release);
+		return false;
+	}
+	/* the rseq area is inside struct pthread when the kernel took it */
+	ti.off_rseq = -1;
+	if (rseq_off && rseq_size && *rseq_size >= 8 && *rseq_off > 0 &&
+	    (size_t)*rseq_off + 8 <= ti.tcbsize)
+		ti.off_rseq = *rseq_off;
+	/* robust_head, which libthread_db does not describe: an empty list
+	 * points to itself and is followed by futex_offset, the same in
+	 * every thread (glibc sets both at thread start) */
+	ti.off_robust = -1;
+	const char *cur = (const char *)tp_self();
+	for (size_t x = 8; x + 24 <= ti.tcbsize; x += 8)
+		if (*(const uintptr_t *)(cur + x) == (uintptr_t)(cur + x) &&
+		    *(const long *)(cur + x + 8) == -32) {
+			ti.off_robust = (long)x;
+			break;
+		}
+	if (ti.off_robust < 0) {
+		warn("WEFT_TLS=thread: cannot find glibc's robust mutex list in struct pthread: "
+		     "green threads share their OS thread's thread-local storage");
+		atomic_store_explicit(&state, 2, memory_order_release);
+		return false;
+	}
+	ti.tls_m_off = (intptr_t)&tls_m - (intptr_t)tp_self();
+	ti.resp_off = (intptr_t)resp - (intptr_t)tp_self();
+	/* the static TLS area below the TCB, with room to align it down, and
+	 * the thread's resolver state below that; 16-aligned */
+	ti.reserve = (ti.size + ti.align + sizeof(struct __res_state) + 15) & ~(size_t)15;
+	ti.fsgsbase = (getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE) != 0;
+	tlsinfo = ti;
+	atomic_store_explicit(&state, 1, memory_order_release);
+	return true;
+}
+
+/* Load the FS base of this OS thread. */
+void tls_setfs(uintptr_t base)
+{
+	if (tlsinfo.fsgsbase) {
+		__asm__ volatile("wrfsbase %0" ::"r"(base) : "memory");
+		return;
+	}
+	long r = rawsyscall6(SYS_arch_prctl, ARCH_SET_FS, (long)base, 0, 0, 0, 0);
+	if (r != 0)
+		fatal("arch_prctl(ARCH_SET_FS): error %ld", -r);
+}
+
+/* The thread pointer of this OS thread (what %fs points at). */
+uintptr_t tls_current(void)
+{
+	return tp_self();
+}
+
+/* A stable tid for a G: never a real thread's (those are below 2^22),
+ * within FUTEX_TID_MASK, positive. */
+static int gtid(struct g *gp)
+{
+	return (int)((1u << 29) | ((uint64_t)gp->id & ((1u << 29) - 1)));
+}
+
+/* The TCB address of a block whose reserve ends at hi. */
+static char *tcb_at(char *hi)
+{
+	return (char *)(((uintptr_t)hi - tlsinfo.tcbsize) & ~(uintptr_t)(tlsinfo.align - 1));
+}
+
+/* Fill the zeroed block [hi - reserve, hi) as pthread_create and
+ * start_thread do; glibc's dtv and module images by _dl_allocate_tls.
+ * Returns the TCB, or NULL on ENOMEM.  (__ctype_init, which start_thread
+ * also runs, must run on the block: tls_adopt.) */
+static char *block_fill(char *hi, int tid)
+{
+	char *tcb = tcb_at(hi);
+	char *cur = (char *)tp_self();
+	if (!dl_allocate_tls(tcb))
+		return NULL;
+	*(void **)(tcb + TCB_TCB) = tcb;
+	*(void **)(tcb + TCB_SELF) = tcb;
+	*(int *)(tcb + TCB_MULTI) = 1; /* Gs run in parallel: never "single-threaded" */
+	*(int *)(tcb + TCB_GSCOPE) = 0;
+	memcpy(tcb + TCB_COPY_LO, cur + TCB_COPY_LO, TCB_COPY_HI - TCB_COPY_LO);
+	*(int *)(tcb + tlsinfo.off_tid) = tid;
+	/* robust_head: an empty list (itself), futex_offset as glibc sets it;
+	 * the kernel is not told (set_robust_list is per OS thread) */
+	*(void **)(tcb + tlsinfo.off_robust) = tcb + tlsinfo.off_robust;
+	*(long *)(tcb + tlsinfo.off_robust + 8) = -32;
+	/* list: linked to itself, in no list of glibc's (a list_del is harmless) */
+	*(void **)(tcb + tlsinfo.off_list) = tcb + tlsinfo.off_list;
+	*(void **)(tcb + tlsinfo.off_list + 8) = tcb + tlsinfo.off_list;
+	/* specific[0] = specific_1stblock, the 32 key slots just before it */
+	*(void **)(tcb + tlsinfo.off_specific) = tcb + tlsinfo.off_specific - 32 * 16;
+	if (tlsinfo.off_rseq > 0)
+		*(int32_t *)(tcb + tlsinfo.off_rseq + 4) = -2; /* RSEQ_CPU_ID_REGISTRATION_FAILED */
+	/* __resp: the resolver state, at the bottom of the reserve (glibc
+	 * points it at struct pthread's res, whose offset it does not say) */
+	*(void **)(tcb + tlsinfo.resp_off) = hi - tlsinfo.reserve;
+	return tcb;
+}
+
+/* On gp, running, with its stack's top tlsinfo.reserve bytes free (see
+ * gstart): build its block there and switch to it.  On ENOMEM the G
+ * keeps sharing its M's TLS (a warning once). */
+void tls_gbegin(struct g *gp)
+{
+	char *lo = gp->stack.hi - tlsinfo.reserve;
+	memset(lo, 0, (size_t)(gp->stack.hi - lo)); /* a reused stack is dirty */
+	char *tcb = block_fill(gp->stack.hi, gtid(gp));
+	if (!tcb) {
+		static _Atomic int warned;
+		if (!atomic_exchange(&warned, 1))
+			warn("no memory for a green thread's TLS: it shares its OS thread's");
+		return;
+	}
+	tls_adopt(gp, tcb);
+	ctype_init();
+}
+
+/* Make tcb gp's TCB and load it; gp is running.  No switch can come in
+ * between: nothing here parks. */
+void tls_adopt(struct g *gp, void *tcb)
+{
+	struct m *m = getm();
+	/* errno moves with the G into the new block (through calls the
+	 * compiler cannot merge: errno's address changes here) */
+	int e = rt_geterrno();
+	*(struct m **)((char *)tcb + tlsinfo.tls_m_off) = m;
+	gp->tcb = tcb;
+	m->fscur = (uintptr_t)tcb;
+	tls_setfs((uintptr_t)tcb);
+	rt_seterrno(e);
+}
+
+/* gp (running) ends its thread life: C++ thread_local destructors on
+ * its own TLS (glibc's start_thread runs them first, before the key
+ * destructors), then nothing. */
+void tls_gdtors(struct g *gp)
+{
+	if (gp->tcb)
+		call_tls_dtors();
+}
+
+/* gp (dead, switched away from: after_gfput) gives its block up: the
+ * dtv and the dynamic blocks are freed, on the next context's TLS (the
+ * G's own malloc cache dies with it).  Its last code ran on the block,
+ * so ending costs no FS load of its own. */
+void tls_gfree(struct g *gp)
+{
+	char *tcb = gp->tcb;
+	gp->tcb = NULL;
+	/* a block at its stack top; not one it adopted (the main thread's) */
+	if (tcb >= gp->stack.lo && tcb < gp->stack.hi)
+		dl_deallocate_tls(tcb, false);
+}
+
+/* fork from a G with its own TCB runs on its M's: glibc's fork (child
+ * side: reclaim_stacks) takes THREAD_SELF for the thread that forks and
+ * every other thread it knows for dead, and would give the M's own stack,
+ * on which the child's scheduler runs, to the next pthread_create.  The
+ * G runs as a shared-TLS G in between (it may park in an atfork handler
+ * and resume on another M: that M then forks). */
+void tls_forkenter(void)
+{
+	struct g *gp = getg();
+	if (!gp || !gp->tcb)
+		return;
+	struct m *m = getm();
+	int e = rt_geterrno();
+	gp->tcbfork = gp->tcb;
+	gp->tcb = NULL;
+	m->fscur = m->fsbase;
+	tls_setfs(m->fsbase);
+	rt_seterrno(e);
+}
+
+void tls_forkleave(void)
+{
+	struct g *gp = getg();
+	if (!gp || !gp->tcbfork)
+		return;
+	void *tcb = gp->tcbfork;
+	gp->tcbfork = NULL;
+	tls_adopt(gp, tcb);
+}
+
+/* The real main thread hands its TLS and TCB to the main G and moves to
+ * a fresh block (calloc'ed: it never ends).  Returns its old TCB, or NULL
+ * (ENOMEM: nothing changed). */
+void *tls_movemain(void)
+{
+	size_t sz = tlsinfo.reserve + tlsinfo.align;
+	char *mem = calloc(1, sz);
+	if (!mem)
+		return NULL;
+	char *hi = (char *)(((uintptr_t)mem + sz) & ~(uintptr_t)15);
+	char *tcb = block_fill(hi, (int)rawsyscall6(SYS_gettid, 0, 0, 0, 0, 0, 0));
+	if (!tcb) {
+		free(mem);
+		return NULL;
+	}
+	void *old = (void *)tp_self();
+	int e = rt_geterrno();
+	tls_setfs((uintptr_t)tcb);
+	rt_seterrno(e);
+	ctype_init();
+	return old;
+}

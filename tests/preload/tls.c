@@ -1,0 +1,422 @@
+/*
+ * tls.c - thread-local state that must follow the thread, not the OS
+ * thread it happens to run on: a plain pthread program, built with gcc
+ * -O2 (and -fstack-protector-all, tests/preload.mk), that knows nothing
+ * of weft.  Under weft each thread is a G that parks in the blocking
+ * calls below and may come back on another OS thread (WEFT_TLS=thread
+ * gives it TLS of its own; WEFT_TLS=shared shows what goes wrong).
+ *
+ *   tls errno [R]  errno = 0; n = read(); if (errno) ...  (gcc keeps &errno)
+ *   tls eagain [R] while read() < 0 && errno == EAGAIN: park, retry
+ *                  (20 pairs of threads, R rounds each; default 5,000:
+ *                  100,000 reads)
+ *   tls var        a __thread int per thread, across 100 blocking calls
+ *                  (and main sees what a constructor left in its own)
+ *   tls flock      flockfile held across a blocking call: no interleaving
+ *   tls self       pthread_self() kept across a blocking call
+ *   tls dlopen     a dlopen'ed library's __thread variable per thread
+ *   tls guard      stack protector and setjmp/longjmp (pointer guard)
+ *   tls libc       glibc's per-thread state a new thread gets: the locale's
+ *                  ctype tables (printf("%f"), toupper), the resolver state
+ *
+ * Each prints "<name> wrong=N ..." and exits 0 if N == 0.
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <dlfcn.h>
+#include <resolv.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static atomic_long wrong, total;
+static atomic_int stop;
+
+static void bad(const char *fmt, long a, long b)
+{
+	if (atomic_fetch_add(&wrong, 1) < 5) {
+		fprintf(stderr, fmt, a, b);
+		fputc('\n', stderr);
+	}
+}
+
+/* Threads that keep setting errno to junk on whatever OS thread runs them. */
+static void *junk(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&stop)) {
+		errno = EIO;
+		usleep(20);
+		errno = EIO;
+	}
+	return NULL;
+}
+
+static pthread_t junks[8];
+
+static void junk_start(void)
+{
+	for (int i = 0; i < 8; i++)
+		pthread_create(&junks[i], NULL, junk, NULL);
+}
+
+static void junk_stop(void)
+{
+	atomic_store(&stop, 1);
+	for (int i = 0; i < 8; i++)
+		pthread_join(junks[i], NULL);
+}
+
+/* ---- errno = 0; read(); if (errno) ------------------------------------------- */
+
+struct pair {
+	int rd, wr;
+	int rounds;
+};
+
+/* The writer answers each request byte after a short park, so every read
+ * of the reader parks. */
+static void *echo_writer(void *arg)
+{
+	struct pair *p = arg;
+	char c;
+	for (int i = 0; i < p->rounds; i++) {
+		if (read(p->wr, &c, 1) != 1)
+			break;
+		usleep(20); /* the reader finds nothing yet */
+		if (write(p->wr, &c, 1) != 1)
+			break;
+	}
+	return NULL;
+}
+
+static void *errno_reader(void *arg)
+{
+	struct pair *p = arg;
+	char c = 'x';
+	for (int i = 0; i < p->rounds; i++) {
+		if (write(p->rd, &c, 1) != 1)
+			abort();
+		errno = 0;
+		ssize_t n = read(p->rd, &c, 1); /* parks; may come back elsewhere */
+		if (errno != 0)
+			bad("read returned %ld but errno is %ld", (long)n, errno);
+		atomic_fetch_add(&total, 1);
+	}
+	return NULL;
+}
+
+static int run_pairs(void *(*reader)(void *), int npairs, int rounds)
+{
+	pthread_t r[64], w[64];
+	struct pair p[64];
+	for (int i = 0; i < npairs; i++) {
+		int sv[2];
+		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+			return 2;
+		p[i] = (struct pair){ sv[0], sv[1], rounds };
+		pthread_create(&w[i], NULL, echo_writer, &p[i]);
+		pthread_create(&r[i], NULL, reader, &p[i]);
+	}
+	for (int i = 0; i < npairs; i++) {
+		pthread_join(r[i], NULL);
+		pthread_join(w[i], NULL);
+	}
+	return 0;
+}
+
+/* ---- while (read() < 0 && errno == EAGAIN) --------------------------------- */
+
+static void *eagain_reader(void *arg)
+{
+	struct pair *p = arg;
+	char c = 'x';
+	fcntl(p->rd, F_SETFL, fcntl(p->rd, F_GETFL) | O_NONBLOCK);
+	for (int i = 0; i < p->rounds; i++) {
+		if (write(p->rd, &c, 1) != 1)
+			abort();
+		ssize_t n;
+		while ((n = read(p->rd, &c, 1)) < 0 && errno == EAGAIN)
+			usleep(50); /* parks; may come back elsewhere */
+		if (n != 1)
+			bad("read returned %ld, errno %ld", (long)n, errno);
+		atomic_fetch_add(&total, 1);
+	}
+	return NULL;
+}
+
+/* ---- __thread int ------------------------------------------------------------ */
+
+static __thread int tv;
+static __thread char tbuf[64] = "initial";
+static __thread int ctor_tv; /* set by a constructor, on the main thread */
+
+__attribute__((constructor)) static void set_ctor_tv(void)
+{
+	ctor_tv = 77;
+}
+
+static void *var_thread(void *arg)
+{
+	int id = (int)(long)arg;
+	if (tv != 0 || strcmp(tbuf, "initial") != 0)
+		bad("thread %ld starts with tv=%ld", id, tv);
+	tv = id;
+	snprintf(tbuf, sizeof tbuf, "t%d", id);
+	for (int i = 0; i < 100; i++) {
+		usleep(1 + (i & 3)); /* parks */
+		char want[64];
+		snprintf(want, sizeof want, "t%d", id);
+		if (tv != id || strcmp(tbuf, want) != 0)
+			bad("thread %ld reads tv=%ld", id, tv);
+		atomic_fetch_add(&total, 1);
+	}
+	return NULL;
+}
+
+static int run_var(void)
+{
+	enum { N = 1000 };
+	if (ctor_tv != 77) /* main keeps the main thread's thread-locals */
+		bad("main reads the constructor's __thread as %ld, want %ld", ctor_tv, 77);
+	static pthread_t t[N];
+	for (long i = 0; i < N; i++)
+		if (pthread_create(&t[i], NULL, var_thread, (void *)(i + 1)) != 0)
+			return 2;
+	for (int i = 0; i < N; i++)
+		pthread_join(t[i], NULL);
+	return 0;
+}
+
+/* ---- flockfile across a blocking call ------------------------------------------- */
+
+static FILE *shared_file;
+
+static void *flock_thread(void *arg)
+{
+	char tag = (char)(long)arg;
+	/* the other thread, finding the FILE locked, blocks its OS thread
+	 * in glibc's lock (not a call weft parks): few rounds */
+	for (int i = 0; i < 50; i++) {
+		flockfile(shared_file);
+		fputc(tag, shared_file);
+		usleep(1); /* parks holding the FILE's lock */
+		fputc(tag, shared_file);
+		funlockfile(shared_file);
+		usleep(1);
+	}
+	return NULL;
+}
+
+static int run_flock(void)
+{
+	shared_file = tmpfile();
+	if (!shared_file)
+		return 2;
+	pthread_t t[2];
+	for (long i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, flock_thread, (void *)('a' + i));
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	rewind(shared_file);
+	int a, b;
+	while ((a = fgetc(shared_file)) != EOF) {
+		b = fgetc(shared_file);
+		if (a != b)
+			bad("interleaved: %c then %c", a, b);
+		atomic_fetch_add(&total, 1);
+	}
+	return 0;
+}
+
+/* ---- pthread_self kept across a blocking call ----------------------------------- */
+
+enum { NSELF = 200 };
+static pthread_t selfs[NSELF];
+
+static void *self_thread(void *arg)
+{
+	pthread_t *mine = &selfs[(long)arg];
+	for (int i = 0; i < 100; i++) {
+		pthread_t a = pthread_self();
+		usleep(1);
+		pthread_t b = pthread_self();
+		if (!pthread_equal(a, b) || !pthread_equal(b, *mine))
+			bad("pthread_self changed (%lx, %lx)", (long)a, (long)b);
+		atomic_fetch_add(&total, 1);
+	}
+	return NULL;
+}
+
+static int run_self(void)
+{
+	for (long i = 0; i < NSELF; i++)
+		pthread_create(&selfs[i], NULL, self_thread, (void *)i);
+	for (int i = 0; i < NSELF; i++)
+		pthread_join(selfs[i], NULL);
+	return 0;
+}
+
+/* ---- a dlopen'ed library's __thread ------------------------------------------------- */
+
+static int *(*mod_var)(void);
+
+static void *dl_thread(void *arg)
+{
+	int id = (int)(long)arg;
+	int *v = mod_var();
+	if (*v != 42)
+		bad("thread %ld: module TLS starts at %ld", id, *v);
+	*v = id;
+	for (int i = 0; i < 50; i++) {
+		usleep(1);
+		if (*mod_var() != id || mod_var() != v)
+			bad("thread %ld: module TLS reads %ld", id, *mod_var());
+		atomic_fetch_add(&total, 1);
+	}
+	return NULL;
+}
+
+static int run_dlopen(const char *self)
+{
+	char path[4096];
+	const char *slash = strrchr(self, '/');
+	int dir = slash ? (int)(slash + 1 - self) : 0;
+	snprintf(path, sizeof path, "%.*slibtlsmod.so", dir, self);
+	void *h = dlopen(path, RTLD_NOW);
+	if (!h) {
+		fprintf(stderr, "%s\n", dlerror());
+		return 2;
+	}
+	mod_var = (int *(*)(void))dlsym(h, "tlsmod_var");
+	if (!mod_var)
+		return 2;
+	enum { N = 200 };
+	static pthread_t t[N];
+	for (long i = 0; i < N; i++)
+		pthread_create(&t[i], NULL, dl_thread, (void *)(i + 1));
+	for (int i = 0; i < N; i++)
+		pthread_join(t[i], NULL);
+	return 0;
+}
+
+/* ---- stack protector, setjmp/longjmp ------------------------------------------------- */
+
+static __attribute__((noinline)) int guarded(int n)
+{
+	char buf[64];
+	snprintf(buf, sizeof buf, "%d", n);
+	usleep(1); /* parks inside a protected frame */
+	return (int)strlen(buf);
+}
+
+static __attribute__((noinline)) void jumper(jmp_buf *env, int n)
+{
+	usleep(1);
+	longjmp(*env, n); /* the saved sp/pc are mangled with the pointer guard */
+}
+
+static void *guard_thread(void *arg)
+{
+	(void)arg;
+	for (int i = 1; i <= 100; i++) {
+		if (guarded(i) < 1)
+			bad("guarded(%ld) %ld", i, 0);
+		jmp_buf env;
+		volatile int got = setjmp(env);
+		if (got == 0)
+			jumper(&env, i);
+		else if (got != i)
+			bad("longjmp gave %ld, want %ld", got, i);
+		atomic_fetch_add(&total, 1);
+	}
+	return NULL;
+}
+
+static int run_guard(void)
+{
+	enum { N = 100 };
+	static pthread_t t[N];
+	for (int i = 0; i < N; i++)
+		pthread_create(&t[i], NULL, guard_thread, NULL);
+	for (int i = 0; i < N; i++)
+		pthread_join(t[i], NULL);
+	return 0;
+}
+
+/* ---- glibc's per-thread initialisation (__ctype_init, __resp) ------------------------ */
+
+static void *libc_thread(void *arg)
+{
+	int id = (int)(long)arg;
+	for (int i = 0; i < 20; i++) {
+		char buf[64];
+		snprintf(buf, sizeof buf, "%.2f", id + 0.25);
+		char want[64];
+		snprintf(want, sizeof want, "%d.25", id);
+		if (strcmp(buf, want) != 0 || toupper('q') != 'Q' || !isalpha('z') ||
+		    strtod("2.5", NULL) != 2.5)
+			bad("thread %ld: ctype/printf wrong (%ld)", id, i);
+		if (res_init() != 0 || __res_state() == NULL)
+			bad("thread %ld: res_init failed (%ld)", id, i);
+		usleep(1);
+		atomic_fetch_add(&total, 1);
+	}
+	return NULL;
+}
+
+static int run_libc(void)
+{
+	enum { N = 100 };
+	static pthread_t t[N];
+	for (long i = 0; i < N; i++)
+		pthread_create(&t[i], NULL, libc_thread, (void *)i);
+	for (int i = 0; i < N; i++)
+		pthread_join(t[i], NULL);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return 2;
+	const char *c = argv[1];
+	int rc;
+	int rounds = argc > 2 ? atoi(argv[2]) : 5000;
+	if (rounds < 1 || rounds > 1000000)
+		return 2;
+	if (!strcmp(c, "errno")) {
+		junk_start();
+		rc = run_pairs(errno_reader, 20, rounds);
+		junk_stop();
+	} else if (!strcmp(c, "eagain")) {
+		junk_start();
+		rc = run_pairs(eagain_reader, 20, rounds);
+		junk_stop();
+	} else if (!strcmp(c, "var")) {
+		rc = run_var();
+	} else if (!strcmp(c, "flock")) {
+		rc = run_flock();
+	} else if (!strcmp(c, "self")) {
+		rc = run_self();
+	} else if (!strcmp(c, "dlopen")) {
+		rc = run_dlopen(argv[0]);
+	} else if (!strcmp(c, "guard")) {
+		rc = run_guard();
+	} else if (!strcmp(c, "libc")) {
+		rc = run_libc();
+	} else {
+		return 2;
+	}
+	if (rc)
+		return rc;
+	printf("%s wrong=%ld total=%ld\n", c, atomic_load(&wrong), atomic_load(&total));
+	return atomic_load(&wrong) == 0 ? 0 : 1;
+}

@@ -1,0 +1,121 @@
+/*
+ * test_preload_tls.c - thread-local state follows the thread under the
+ * shim with WEFT_TLS=thread (runtime/tls.c; not yet the default).
+ *
+ * The programs (tests/preload/tls.c, tls_cxx.cc, built with gcc/g++ -O2
+ * without weft) run natively first (so the program itself is right),
+ * then under the shim on 1 and 2 Ps.  Each case fails under
+ * WEFT_TLS=shared (Gs then share their OS thread's TLS; shown by
+ * shared_mode_shares).
+ */
+#include "preload/harness.h"
+
+static struct hrun R, N; /* under weft, native */
+static const char *const thread_env[] = { "WEFT_TLS=thread", NULL };
+
+/* Run "tls CASE" natively, then under the shim on 1 and 2 Ps, and
+ * expect "<word> wrong=0".  rounds2: the case's rounds on 2 Ps, where
+ * the Gs migrate (NULL: its default); 1 P and natively run fewer. */
+static void tls_case(const char *cs, const char *rounds2, int timeout_s)
+{
+	const char *few = rounds2 ? "1000" : NULL;
+	const char *a[] = { h_prog("tls"), cs, few, NULL };
+	h_run(&N, a, NULL, NULL, timeout_s);
+	cr_assert_eq(h_code(&N), 0, "natively: %s%s", N.out, N.err);
+	for (int procs = 1; procs <= 2; procs++) {
+		a[2] = procs == 2 ? rounds2 : few;
+		h_shim_run(&R, procs, a, thread_env, NULL, timeout_s);
+		cr_expect_eq(h_code(&R), 0, "procs %d: %s%s", procs, R.out, R.err);
+		cr_expect(strstr(R.out, "wrong=0 "), "procs %d: %s%s", procs, R.out, R.err);
+	}
+}
+
+/* errno = 0; n = read(); if (errno): gcc -O2 keeps errno's address
+ * across the read, in which the G parks; 100,000 reads on 2 Ps. */
+Test(tls, errno_address_kept_across_read, .timeout = 900)
+{
+	tls_case("errno", "5000", 400);
+}
+
+/* while ((n = read()) < 0 && errno == EAGAIN) park and retry; 100,000
+ * reads on 2 Ps. */
+Test(tls, eagain_retry_loop, .timeout = 900)
+{
+	tls_case("eagain", "5000", 400);
+}
+
+/* A __thread int (and a __thread buffer with an initialiser) in 1,000
+ * threads, each reading its own back across 100 blocking calls. */
+Test(tls, thread_variable_per_thread, .timeout = 300)
+{
+	tls_case("var", NULL, 120);
+}
+
+/* C++ thread_local with a constructor and destructor in 1,000 threads:
+ * each built once and destroyed once, on its own thread. */
+Test(tls, cxx_thread_local_ctor_dtor, .timeout = 300)
+{
+	const char *a[] = { h_prog("tls_cxx"), NULL };
+	h_run(&N, a, NULL, NULL, 120);
+	cr_assert_eq(h_code(&N), 0, "natively: %s%s", N.out, N.err);
+	for (int procs = 1; procs <= 2; procs++) {
+		h_shim_run(&R, procs, a, thread_env, NULL, 120);
+		cr_expect_eq(h_code(&R), 0, "procs %d: %s%s", procs, R.out, R.err);
+		cr_expect(strstr(R.out, "ctors=1000 dtors=1000 wrong=0"), "procs %d: %s", procs, R.out);
+	}
+}
+
+/* flockfile held across a blocking call: the FILE's owner is the
+ * thread (glibc records its TCB), so two threads never interleave. */
+Test(tls, flockfile_across_a_park, .timeout = 300)
+{
+	tls_case("flock", NULL, 120);
+}
+
+/* pthread_self() (const: the compiler may keep it) across a park. */
+Test(tls, pthread_self_kept, .timeout = 300)
+{
+	tls_case("self", NULL, 120);
+}
+
+/* A dlopen'ed library's __thread (dynamic TLS through the dtv). */
+Test(tls, dlopened_module_thread_variable, .timeout = 300)
+{
+	tls_case("dlopen", NULL, 120);
+}
+
+/* -fstack-protector-all (the canary at %fs:0x28) and setjmp/longjmp
+ * (pointers mangled with the guard at %fs:0x30) in Gs that park. */
+Test(tls, stack_protector_and_setjmp, .timeout = 300)
+{
+	tls_case("guard", NULL, 120);
+}
+
+/* What glibc's start_thread sets up in a new thread's TLS: the locale's
+ * ctype pointers (printf("%f"), toupper) and the resolver state. */
+Test(tls, libc_thread_state, .timeout = 300)
+{
+	tls_case("libc", NULL, 120);
+}
+
+/* WEFT_TLS=shared: today's behaviour, Gs share their OS thread's TLS
+ * (so the cases above are real tests of the switch). */
+Test(tls, shared_mode_shares, .timeout = 120)
+{
+	const char *env[] = { "WEFT_TLS=shared", NULL };
+	const char *a[] = { h_prog("tls"), "var", NULL };
+	h_shim_run(&R, 1, a, env, NULL, 60);
+	cr_expect_eq(h_code(&R), 1, "%s%s", R.out, R.err);
+	cr_expect(h_field(R.out, "wrong") > 0, "%s", R.out);
+}
+
+/* A bad WEFT_TLS: a warning, then the default (shared, for now). */
+Test(tls, bad_env_value, .timeout = 120)
+{
+	const char *env[] = { "WEFT_TLS=sometimes", NULL };
+	const char *a[] = { h_prog("tls"), "var", NULL };
+	h_shim_run(&R, 2, a, env, NULL, 60);
+	cr_expect_eq(h_code(&R), 1, "%s%s", R.out, R.err);
+	cr_expect(strstr(R.err, "weft: ignoring WEFT_TLS=sometimes: want thread or shared"), "%s",
+		  R.err);
+}
