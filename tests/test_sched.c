@@ -696,7 +696,7 @@ Test(sched, blocking_call_hands_off_p, .timeout = 30)
 	struct child c;
 	run_child(&c, env_procs1, syscall_child, 20);
 	cr_assert(WIFEXITED(c.status), "status %d (hung?), stderr: %s", c.status, c.err);
-	cr_assert_eq(WEXITSTATUS(c.status), 0, "stderr: %s", c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "exit %d, stderr: %s", WEXITSTATUS(c.status), c.err);
 }
 
 /* ---- a CPU hog cannot starve the Gs behind it ---------------------------------- */
@@ -749,7 +749,7 @@ Test(sched, hog_is_handed_off, .timeout = 30)
 	struct child c;
 	run_child(&c, env_procs1, hog_child, 20);
 	cr_assert(WIFEXITED(c.status), "status %d, stderr: %s", c.status, c.err);
-	cr_assert_eq(WEXITSTATUS(c.status), 0, "stderr: %s", c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "exit %d, stderr: %s", WEXITSTATUS(c.status), c.err);
 }
 
 /* ---- idle runtime uses ~no CPU ------------------------------------------------- */
