@@ -640,7 +640,7 @@ Test(sem, timed_and_try)
 /* FIFO: waiters are served in arrival order */
 static weft_sem_t fifo_s = WEFT_SEM_INIT(0);
 static weft_chan_t *fifo_order;
-static _Atomic int fifo_arrived; /* waiters about to wait */
+static int fifo_arrived; /* waiters about to wait (__atomic) */
 
 static void fifo_waiter(void *arg)
 {
