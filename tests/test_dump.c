@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "check.h"
 
@@ -17,10 +18,13 @@ static weft_sem_t sem0 = WEFT_SEM_INIT(0);
 static weft_rwlock_t wlocked = WEFT_RWLOCK_INIT;
 static weft_wg_t parked_wg = WEFT_WG_INIT;
 static _Atomic int spinning = 1; /* atomic: busy_loop reads it on another M */
+static _Atomic int spun;          /* busy_loop has started */
+static _Atomic int announced;     /* parkers about to park */
 
 static void park_chan_recv(void *arg)
 {
 	(void)arg;
+	atomic_fetch_add(&announced, 1);
 	weft_chan_recv(never, NULL);
 	NOTAIL();
 }
@@ -28,6 +32,7 @@ static void park_chan_recv(void *arg)
 static void park_chan_send(void *arg)
 {
 	(void)arg;
+	atomic_fetch_add(&announced, 1);
 	weft_chan_send(never_s, NULL);
 	NOTAIL();
 }
@@ -35,6 +40,7 @@ static void park_chan_send(void *arg)
 static void park_select(void *arg)
 {
 	(void)arg;
+	atomic_fetch_add(&announced, 1);
 	weft_case_t cs[2] = { { never_sel, WEFT_RECV, NULL, 0 }, { never_sel, WEFT_SEND, NULL, 0 } };
 	weft_select(cs, 2, -1);
 	NOTAIL();
@@ -43,6 +49,7 @@ static void park_select(void *arg)
 static void park_mutex(void *arg)
 {
 	(void)arg;
+	atomic_fetch_add(&announced, 1);
 	weft_mutex_lock(&held);
 	NOTAIL();
 }
@@ -50,6 +57,7 @@ static void park_mutex(void *arg)
 static void park_cond(void *arg)
 {
 	(void)arg;
+	atomic_fetch_add(&announced, 1);
 	weft_mutex_lock(&condm);
 	weft_cond_wait(&cond, &condm);
 	NOTAIL();
@@ -58,6 +66,7 @@ static void park_cond(void *arg)
 static void park_sem(void *arg)
 {
 	(void)arg;
+	atomic_fetch_add(&announced, 1);
 	weft_sem_wait(&sem0);
 	NOTAIL();
 }
@@ -65,6 +74,7 @@ static void park_sem(void *arg)
 static void park_rwlock(void *arg)
 {
 	(void)arg;
+	atomic_fetch_add(&announced, 1);
 	weft_rwlock_rdlock(&wlocked);
 	NOTAIL();
 }
@@ -72,6 +82,7 @@ static void park_rwlock(void *arg)
 static void park_sleep(void *arg)
 {
 	(void)arg;
+	atomic_fetch_add(&announced, 1);
 	weft_sleep(3600LL * 1000 * 1000 * 1000);
 	NOTAIL();
 }
@@ -79,6 +90,7 @@ static void park_sleep(void *arg)
 static void park_waitgroup(void *arg)
 {
 	(void)arg;
+	atomic_fetch_add(&announced, 1);
 	weft_wg_wait(&parked_wg);
 	NOTAIL();
 }
@@ -89,6 +101,7 @@ static void park_waitgroup(void *arg)
 static __attribute__((noinline)) void busy_loop(void *arg)
 {
 	(void)arg;
+	atomic_store(&spun, 1);
 	while (spinning)
 		__asm__ volatile("pause");
 }
@@ -124,24 +137,27 @@ static bool shows(const char *dump, const char *reason, const char *fn)
 	return false;
 }
 
-/* Dump until the dump shows a G parked (or running) in fn: a G gets
- * there when the scheduler runs it, which a busy machine delays. */
-static void await_dump_shows(const char *reason, const char *fn)
+/* Wait until n parkers have parked: each announces itself just before
+ * its parking call, and once all have, a P other than ours that is idle
+ * with nothing queued anywhere means none is still on its way.  (Not by
+ * dumping until they show: a dump racing Gs that switch is what TSan
+ * cannot follow, tests/tools.mk.) */
+static void await_parked(int n)
 {
 	for (;;) {
-		/* first a tick, for the Gs just started to get there: a dump
-		 * racing Gs that switch is what TSan cannot follow (tools.mk) */
-		weft_sleep(1000 * 1000);
-		char *buf = NULL;
-		size_t len;
-		FILE *f = open_memstream(&buf, &len);
-		weft_dump(f);
-		fclose(f);
-		bool ok = shows(buf, reason, fn);
-		free(buf);
-		if (ok)
+		weft_stats_t st;
+		weft_stats(&st);
+		if (atomic_load(&announced) >= n && st.idle_procs >= st.procs - 1 &&
+		    st.global_runq == 0)
 			return;
+		weft_sleep(1000 * 1000);
 	}
+}
+
+static void await_spun(void)
+{
+	while (!atomic_load(&spun))
+		weft_sleep(1000 * 1000);
 }
 
 /* Start every parker and wait until all are parked. */
@@ -155,8 +171,7 @@ static void start_parkers(void)
 	weft_wg_add(&parked_wg, 1);
 	for (size_t i = 0; i < NPARKERS; i++)
 		weft_go(parkers[i].fn, NULL);
-	for (size_t i = 0; i < NPARKERS; i++)
-		await_dump_shows(parkers[i].reason, parkers[i].name);
+	await_parked((int)NPARKERS);
 }
 
 static char *dumped;
@@ -168,7 +183,7 @@ static int dump_main(int argc, char **argv)
 	start_parkers();
 	weft_attr_t a = { .name = "spinner" };
 	weft_go_attr(&a, busy_loop, NULL);
-	await_dump_shows("[running] spinner:", "busy_loop");
+	await_spun();
 	size_t len;
 	FILE *f = open_memstream(&dumped, &len);
 	weft_dump(f);
@@ -227,7 +242,7 @@ static int quit_main(int argc, char **argv)
 	weft_maxprocs(2);
 	start_parkers();
 	weft_go(busy_loop, NULL);
-	await_dump_shows("[running]:", "busy_loop");
+	await_spun();
 	sigquit_self();
 	weft_sleep(5LL * 1000 * 1000 * 1000); /* the dump exits the process first */
 	spinning = 0;
@@ -272,7 +287,7 @@ static int quit_continue_main(int argc, char **argv)
 	(void)argc, (void)argv;
 	never = weft_chan_make(0, 0);
 	weft_go(park_chan_recv, NULL);
-	await_dump_shows("[chan receive]", "park_chan_recv");
+	await_parked(1);
 	sigquit_self();
 	/* the dump printed by the signal, then on as before */
 	while (!stderr_shows("[chan receive]:", "park_chan_recv"))

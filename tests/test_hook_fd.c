@@ -193,6 +193,7 @@ G_TEST(hook_fd, program_nonblock_honoured, 20)
 	CHECK(!(fcntl(sv[0], F_GETFL) & O_NONBLOCK));
 	struct parked p = { sv[0], 0, 0, 0 };
 	weft_go(park_read, &p);
+	wait_state(&p, 1); /* it started (valgrind may take longer than 20 ms) */
 	weft_sleep(20 * 1000000);
 	CHECK(atomic_load(&p.state) == 1); /* blocking again: it parked */
 	CHECK(write(sv[1], "a", 1) == 1);

@@ -640,9 +640,11 @@ Test(sem, timed_and_try)
 /* FIFO: waiters are served in arrival order */
 static weft_sem_t fifo_s = WEFT_SEM_INIT(0);
 static weft_chan_t *fifo_order;
+static int fifo_arrived; /* waiters about to wait (__atomic) */
 
 static void fifo_waiter(void *arg)
 {
+	__atomic_fetch_add(&fifo_arrived, 1, __ATOMIC_SEQ_CST);
 	weft_sem_wait(&fifo_s);
 	int i = (int)(intptr_t)arg;
 	weft_chan_send(fifo_order, &i);
@@ -655,7 +657,12 @@ static int sem_fifo(int argc, char **argv)
 	fifo_order = weft_chan_make(sizeof(int), 16);
 	for (int i = 0; i < 8; i++) {
 		weft_go(fifo_waiter, (void *)(intptr_t)i);
-		weft_sleep(200 * 1000);
+		/* it arrives before the next is made: it has started (and
+		 * then waits at once), not merely been given 200 us, which
+		 * valgrind or a busy machine may not run it in */
+		do
+			weft_sleep(200 * 1000);
+		while (__atomic_load_n(&fifo_arrived, __ATOMIC_SEQ_CST) <= i);
 	}
 	for (int i = 0; i < 8; i++) {
 		weft_sem_post(&fifo_s);
