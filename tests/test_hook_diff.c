@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
 
@@ -127,6 +128,32 @@ FIXED_TEST(own_nonblock_visible_through_dup)
 	CHECK(read(d, &n, 8) == 8 && n == 1); /* blocks (parks), not EAGAIN */
 	close(d);
 	close(t);
+	return 0;
+}
+
+/* Finding 8 (after the per-call tries landed): a read or write of 0
+ * bytes went to the kernel as preadv2/pwritev2, which answer 0 without
+ * asking the file; read(2) asks it, and a timerfd or eventfd says EINVAL
+ * (a pipe: 0). */
+FIXED_TEST(zero_length_read_write_asks_the_file)
+{
+	(void)argc, (void)argv;
+	int t = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	CHECK(t >= 0);
+	char b[8];
+	CHECK(read(t, b, 0) == -1 && err() == EINVAL);
+	int e = eventfd(0, EFD_CLOEXEC);
+	CHECK(e >= 0);
+	CHECK(read(e, b, 0) == -1 && err() == EINVAL);
+	CHECK(write(e, b, 0) == -1 && err() == EINVAL);
+	int p[2];
+	CHECK(pipe(p) == 0);
+	CHECK(read(p[0], b, 0) == 0);
+	CHECK(write(p[1], b, 0) == 0);
+	close(t);
+	close(e);
+	close(p[0]);
+	close(p[1]);
 	return 0;
 }
 
