@@ -146,10 +146,18 @@ FIXED_TEST(zero_length_read_write_asks_the_file)
 	CHECK(e >= 0);
 	CHECK(read(e, b, 0) == -1 && err() == EINVAL);
 	CHECK(write(e, b, 0) == -1 && err() == EINVAL);
+	uint64_t one = 1;
+	CHECK(write(e, &one, 8) == 8 && read(e, &one, 8) == 8); /* counter 0: not readable */
+	CHECK(read(e, b, 0) == -1 && err() == EINVAL);
 	int p[2];
 	CHECK(pipe(p) == 0);
 	CHECK(read(p[0], b, 0) == 0);
 	CHECK(write(p[1], b, 0) == 0);
+	int u[2];
+	CHECK(socketpair(AF_UNIX, SOCK_DGRAM, 0, u) == 0);
+	CHECK(read(u[0], b, 0) == 0); /* nothing queued: still 0 at once */
+	close(u[0]);
+	close(u[1]);
 	close(t);
 	close(e);
 	close(p[0]);
