@@ -235,11 +235,12 @@ static int deep_body(int argc, char **argv)
 {
 	(void)argc, (void)argv;
 	const long levels = 100 * 1000; /* ~100 MB of frames */
-	long rss0 = status_kb("VmRSS:"), maps[4], rss[4];
+	long rss0 = status_kb("VmRSS:"), maps[4], rss[4], threads[4];
 	for (int i = 0; i < 4; i++) {
 		CHECK(run_deep(16 * KiB, levels) == 3 * levels);
 		rss[i] = settled_rss(rss0 + 16 * 1024);
 		maps[i] = nmaps();
+		threads[i] = status_kb("Threads:");
 	}
 	fprintf(stderr, "deep: mappings %ld %ld %ld %ld, RSS %ld -> %ld %ld %ld %ld KiB, peak %ld KiB\n",
 		maps[0], maps[1], maps[2], maps[3], rss0, rss[0], rss[1], rss[2], rss[3],
@@ -249,7 +250,9 @@ static int deep_body(int argc, char **argv)
 	CHECK(status_kb("VmHWM:") > rss0 + 100 * 1024);
 	for (int i = 0; i < 4; i++)
 		CHECK(rss[i] <= rss0 + 16 * 1024);
-	CHECK(maps[3] <= maps[0] + 8);
+	/* (an OS thread started meanwhile - a spare P lent on a busy
+	 * machine - brings its stack, guard and malloc arena: up to 6) */
+	CHECK(maps[3] <= maps[0] + 8 + 6 * (threads[3] > threads[0] ? threads[3] - threads[0] : 0));
 	/* the default first segment, and a large one */
 	CHECK(run_deep(0, levels) == 3 * levels);
 	CHECK(run_deep(4 * MiB, levels) == 3 * levels);
