@@ -203,17 +203,38 @@ static long try_check(struct io *io, const struct sc *s)
 	return r;
 }
 
+/* A read/write/readv/writev of 0 bytes.  The kernel answers it at once
+ * on every file weft polls - read(2) asks the file (a socket's read_iter
+ * returns 0, a timerfd or eventfd says EINVAL), readv/writev return 0
+ * without asking it - while weft's tries would not: preadv2 answers 0
+ * without asking, a readiness check waits for data nobody asked for, and
+ * a writev turned into sendmsg sends an empty datagram (fuzzer findings 8
+ * and 9).  So it is made as the program made it. */
+static bool zerolen(const struct sc *s)
+{
+	switch (s->nr) {
+	case SYS_read:
+	case SYS_write:
+		return s->a[2] == 0;
+	case SYS_readv:
+	case SYS_writev: {
+		const struct iovec *iov = (const struct iovec *)s->a[1];
+		if (s->a[2] <= 0 || s->a[2] > IOV_MAX || !iov)
+			return true; /* the kernel's EINVAL/EFAULT, at once */
+		for (long i = 0; i < s->a[2]; i++)
+			if (iov[i].iov_len)
+				return false;
+		return true;
+	}
+	}
+	return false;
+}
+
 long io_try(struct io *io, const struct sc *s)
 {
 	bool done = false;
 	long r = 0;
-	/* read(2)/write(2) of 0 bytes: the call itself, as the program made
-	 * it.  It answers at once on every file weft polls (a socket's
-	 * read_iter returns 0, a timerfd or eventfd says EINVAL), while the
-	 * tries would not: preadv2 answers 0 without asking the file, a
-	 * readiness check waits for data nobody asked for (fuzzer finding
-	 * 8).  Under entersyscall all the same. */
-	if ((s->nr == SYS_read || s->nr == SYS_write) && s->a[2] == 0) {
+	if (zerolen(s)) { /* under entersyscall all the same */
 		blk_enter();
 		r = sc_do(s);
 		blk_exit();

@@ -156,6 +156,11 @@ FIXED_TEST(zero_length_read_write_asks_the_file)
 	int u[2];
 	CHECK(socketpair(AF_UNIX, SOCK_DGRAM, 0, u) == 0);
 	CHECK(read(u[0], b, 0) == 0); /* nothing queued: still 0 at once */
+	/* finding 9: a writev of 0 bytes sends nothing, not an empty datagram */
+	struct iovec none = { b, 0 };
+	CHECK(writev(u[1], &none, 1) == 0);
+	CHECK(readv(u[0], &none, 1) == 0);
+	CHECK(recv(u[0], b, sizeof b, MSG_DONTWAIT) == -1 && err() == EAGAIN);
 	close(u[0]);
 	close(u[1]);
 	close(t);
