@@ -54,7 +54,7 @@ space := $(subst ,, )
 DEPS_TIERS := build $(if $(filter test test-gdb,$(MAKECMDGOALS)),test) \
 	$(if $(filter demo,$(MAKECMDGOALS)),demo) $(if $(filter bench bench-%,$(MAKECMDGOALS)),bench) \
 	$(if $(VALGRIND)$(filter test-valgrind valgrind-run,$(MAKECMDGOALS)),valgrind) \
-	$(if $(filter fuzz fuzz-build fuzz-cov,$(MAKECMDGOALS)),fuzz)
+	$(if $(filter fuzz fuzz-build fuzz-cov fuzz-replay,$(MAKECMDGOALS)),fuzz)
 DEPS_MK := $(BUILD)/.deps/$(subst $(space),-,$(strip $(DEPS_TIERS))).mk
 $(DEPS_MK): scripts/deps.sh
 	@mkdir -p $(@D)

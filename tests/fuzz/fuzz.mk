@@ -6,6 +6,7 @@
 #                            $(BUILD)/fuzz/corpus, findings (crash-*) to
 #                            $(BUILD)/fuzz/
 #   make fuzz-build          only build $(BUILD)/fuzz/hookdiff
+#   make fuzz-replay         every committed input once (fails on a finding)
 #   make fuzz-cov            line coverage of hook/ and pollfd.c by the corpus
 #
 # libFuzzer (clang -fsanitize=fuzzer, Debian's libclang-rt-14-dev) rather
@@ -52,6 +53,13 @@ fuzz: $(FUZZ_BIN)
 	nice -n 19 $(FUZZ_BIN) -max_total_time=$(FUZZ_S) -max_len=175 -timeout=60 \
 		-rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/ \
 		$(FUZZ_DIR)/corpus tests/fuzz/corpus
+
+# The committed corpus (seeds and every input that found something), each
+# input run once: a regression check that fails on any difference (CI).
+.PHONY: fuzz-replay
+fuzz-replay: $(FUZZ_BIN)
+	$(FUZZ_BIN) -runs=0 -max_len=175 -timeout=60 -rss_limit_mb=4096 \
+		-artifact_prefix=$(FUZZ_DIR)/ tests/fuzz/corpus
 
 # ---- coverage of the corpus ---------------------------------------------------
 #   make fuzz-cov   run every input of the corpus once through a build with
