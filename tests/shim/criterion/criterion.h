@@ -141,6 +141,14 @@ cri_expect_fail(const char *file, int line, const char *what, const char *fmt, .
 #define cr_assert_geq(a, b, ...) cri_cmp(a, >=, b, __VA_ARGS__)
 #define cr_assert_null(p, ...) cri_cmp((const void *)(p), ==, NULL, __VA_ARGS__)
 #define cr_assert_not_null(p, ...) cri_cmp((const void *)(p), !=, NULL, __VA_ARGS__)
+/* cr_log_info: a line on stderr, as Criterion's "[----]" info lines */
+#define cr_log_info(...)                                                                   \
+	do {                                                                               \
+		fprintf(stderr, "[----] ");                                                \
+		fprintf(stderr, __VA_ARGS__);                                              \
+		fprintf(stderr, "\n");                                                     \
+	} while (0)
+
 #define cr_skip_test(...)                                                                  \
 	do {                                                                               \
 		fprintf(stderr, "[----] skipped: " __VA_ARGS__);                           \
