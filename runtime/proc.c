@@ -413,7 +413,8 @@ static struct m *mget(void)
 static void acquirep(struct m *m, struct p *pp)
 {
 	atomic_store_explicit(&m->p, pp, memory_order_relaxed); /* see struct m */
-	pp->m = m;
+	/* relaxed atomic: sysmon reads it from its own thread (inkernel) */
+	__atomic_store_n(&pp->m, m, __ATOMIC_RELAXED);
 	/* release: everything the previous owner did is published through
 	 * sched.lock or the note that handed us the P */
 	atomic_store_explicit(&pp->state, PSTATE(m->id, P_RUNNING), memory_order_release);
@@ -424,7 +425,7 @@ static void acquirep(struct m *m, struct p *pp)
 static struct p *releasep(struct m *m)
 {
 	struct p *pp = m->p;
-	pp->m = NULL;
+	__atomic_store_n(&pp->m, NULL, __ATOMIC_RELAXED); /* read by sysmon */
 	atomic_store_explicit(&m->p, NULL, memory_order_relaxed);
 	atomic_store_explicit(&pp->state, PSTATE(0, P_IDLE), memory_order_release);
 	return pp;

@@ -249,7 +249,8 @@ struct p {
 	 * the verdict by one round */
 	_Atomic uint32_t schedtick;
 	_Atomic uint32_t syscalltick; /* incremented at every exitsyscall */
-	struct m *m;              /* owner M (valid while state is not P_IDLE) */
+	struct m *m;              /* owner M (valid while state is not P_IDLE);
+	                           * stored and read by sysmon with relaxed atomics */
 	struct p *link;           /* next on the idle P list */
 
 	/* Local run queue: the owner pushes at tail and pops at head;

@@ -71,7 +71,9 @@ static char threadstate(int tid)
  * give it CPU). */
 static bool inkernel(struct p *pp, int64_t now)
 {
-	struct m *m = pp->m; /* P_RUNNING: its owner; Ms are never freed */
+	/* P_RUNNING: its owner (or NULL if it let go meanwhile: relaxed, its
+	 * owner writes it); Ms are never freed */
+	struct m *m = __atomic_load_n(&pp->m, __ATOMIC_RELAXED);
 	int tid = m ? atomic_load_explicit(&m->tid, memory_order_relaxed) : 0;
 	/* not a G's call: the scheduler (polling, sleeping until a timer) or
 	 * the runtime's own lock, whose holder runs */
