@@ -60,27 +60,10 @@ G_TEST(hook_diff, zero_length_read_after_short_read_tcp, 10)
  * rewritten (per-call MSG_DONTWAIT, the kernel's O_NONBLOCK left as the
  * program set it), which should make these pass; until then each is
  * skipped unless WEFT_KNOWN_FINDINGS=1 (docs/reliability.md). */
-#define DIFF_TEST(name, known, why)                                                        \
-	static int name##_body(int argc, char **argv);                                     \
-	static int name##_child(void)                                                      \
-	{                                                                                  \
-		int r = weft_main(name##_body, 0, NULL);                                   \
-		return r ? r : check_failures ? 99 : 0;                                    \
-	}                                                                                  \
-	Test(hook_diff, name, .timeout = 40)                                               \
-	{                                                                                  \
-		if ((known) && !getenv("WEFT_KNOWN_FINDINGS"))                             \
-			cr_skip_test("%s", why);                                           \
-		static struct child c;                                                     \
-		run_child(&c, env_procs1, name##_child, 10);                               \
-		cr_assert(WIFEXITED(c.status), "status %d, stderr: %s", c.status, c.err);  \
-		cr_assert_eq(WEXITSTATUS(c.status), 0, "exit %d, stderr: %s",              \
-			     WEXITSTATUS(c.status), c.err);                                \
-	}                                                                                  \
-	static int name##_body(int argc, char **argv)
-#define KNOWN_TEST(name, why) DIFF_TEST(name, 1, why)
+#define KNOWN_TEST(name, why)                                                              \
+	G_TEST_UNLESS(hook_diff, name, env_procs1, 10, !getenv("WEFT_KNOWN_FINDINGS"), why)
 /* A finding the hooks no longer show: its regression test always runs. */
-#define FIXED_TEST(name) DIFF_TEST(name, 0, "")
+#define FIXED_TEST(name) G_TEST(hook_diff, name, 10)
 
 /* Finding 1: O_NONBLOCK is a property of the open file, shared by every
  * fd dup'ed from it.  Under weft the program's view is kept per fd
