@@ -73,36 +73,31 @@ const char *const waitreasons[W_NREASONS] = {
 
 /* ---- allgs: every G descriptor ever made, for dumps ------------------ */
 
+/* A list threaded through the descriptors (g.alllink), appended at the
+ * tail so a dump shows Gs in the order they were made.  Not an array
+ * that doubles: copying it, and first touching the new one, took a
+ * spawning loop milliseconds at each doubling (issue 16).  Descriptors
+ * are reused, never freed, so the list only grows. */
 struct lock allglock; /* not static: fork.c clears it in a child */
-static struct g **allgs;
-static size_t nallgs, capallgs;
+static struct g *allghead, *allgtail;
 
-static int allgadd(struct g *gp)
+static void allgadd(struct g *gp)
 {
+	gp->alllink = NULL;
 	lock(&allglock);
-	if (nallgs == capallgs) {
-		size_t ncap = capallgs ? capallgs * 2 : 1024;
-		struct g **n = rtalloc(ncap * sizeof *n);
-		if (!n) {
-			unlock(&allglock);
-			return -1;
-		}
-		if (nallgs)
-			memcpy(n, allgs, nallgs * sizeof *n);
-		rtfree(allgs);
-		allgs = n;
-		capallgs = ncap;
-	}
-	allgs[nallgs++] = gp;
+	if (allgtail)
+		allgtail->alllink = gp;
+	else
+		allghead = gp;
+	allgtail = gp;
 	unlock(&allglock);
-	return 0;
 }
 
 void forEachG(void (*fn)(struct g *gp, void *arg), void *arg)
 {
 	lock(&allglock);
-	for (size_t i = 0; i < nallgs; i++)
-		fn(allgs[i], arg);
+	for (struct g *gp = allghead; gp; gp = gp->alllink)
+		fn(gp, arg);
 	unlock(&allglock);
 }
 
@@ -1037,11 +1032,7 @@ static struct g *malg(void)
 	if (!gp)
 		return NULL;
 	memset(gp, 0, sizeof *gp);
-	if (allgadd(gp) != 0) {
-		rtfree(gp);
-		errno = ENOMEM;
-		return NULL;
-	}
+	allgadd(gp);
 	return gp;
 }
 
@@ -1140,8 +1131,16 @@ int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 	 * thousands that fell out of the caches.  Idle Ps still steal.  Only
 	 * for a call from G code (rtdepth 1: ours), never from inside the
 	 * runtime. */
-	if (pp && !m->lockedg && m->curg->rtdepth == 1 && runqlen(pp) >= RUNQ_SIZE - 1)
+	if (pp && !m->lockedg && m->curg->rtdepth == 1 &&
+	    (runqlen(pp) >= RUNQ_SIZE - 1 ||
+	     (atomic_load_explicit(&pp->flags, memory_order_relaxed) & PF_PREEMPT))) {
+		/* and a spawner sysmon asked to give way (it ran 10 ms with
+		 * Gs waiting: its spawns are slow, or others steal them as
+		 * fast as it makes them) does so here, its runtime call,
+		 * rather than have a spare P lent around it */
+		atomic_fetch_and_explicit(&pp->flags, ~PF_PREEMPT, memory_order_relaxed);
 		weft_yield();
+	}
 	rt_leave();
 	return id;
 }

@@ -144,6 +144,7 @@ struct g {
 	void (*fn)(void *);       /* entry function */
 	void *arg;                /* its argument */
 	struct g *schedlink;      /* next in the global run queue or a free list */
+	struct g *alllink;        /* next in allgs, in order made (allglock; proc.c) */
 	struct m *lockedm;        /* M this G is locked to, or NULL */
 	uintptr_t param;          /* value passed by the waker to the parked G */
 	/* nanotime() when parked, for dumps; relaxed: a dump may read it
@@ -291,7 +292,8 @@ struct p {
 	/* sysmon's view, touched only by sysmon */
 	uint32_t sm_schedtick, sm_syscalltick;
 	int64_t sm_when;
-	int64_t sm_preempt;       /* when sysmon set PF_PREEMPT */
+	int64_t sm_preempt;       /* when sysmon set PF_PREEMPT for this G run (0: not asked) */
+	int64_t sm_preemptcpu;    /* its M's thread CPU time then (-1: unknown) */
 	int64_t sm_cpu;           /* the owner M's thread CPU time at sm_cpuwhen */
 	int64_t sm_cpuwhen;       /* when sm_cpu was read, 0: not yet for this G run */
 	int64_t sm_lent;          /* when sysmon last lent a spare for this P */
