@@ -50,6 +50,11 @@ struct note {
 };
 void noteclear(struct note *n);
 void notewakeup(struct note *n);
+/* A plain thread's wait that a signal handler interrupts (the shim's
+ * sem_wait, EINTR as glibc's): with note_introk set, notetsleep returns
+ * false when its futex wait is interrupted and sets note_intr. */
+extern __thread bool note_introk __attribute__((tls_model("initial-exec")));
+extern __thread bool note_intr __attribute__((tls_model("initial-exec")));
 void notesleep(struct note *n);
 bool notetsleep(struct note *n, int64_t ns); /* false on timeout */
 
