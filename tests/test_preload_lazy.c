@@ -96,6 +96,17 @@ Test(lazy, fork_exec_before_and_after, .timeout = 240)
 	}
 }
 
+/* A constructor that makes a thread starts the runtime before main:
+ * main is then a G from the start, and all the rest holds. */
+Test(lazy, constructor_makes_a_thread, .timeout = 120)
+{
+	const char *a[] = { h_prog("lazy"), "threads", NULL };
+	h_shim_run(&R, 2, a, (const char *[]){ "LAZY_CTOR_THREAD=1", NULL }, NULL, 60);
+	cr_assert_eq(h_code(&R), 0, "%s%s", R.out, R.err);
+	cr_expect(h_field(R.out, "tasks0") > 1, "%s", R.out);
+	cr_expect(strstr(R.out, "ok threads\n"), "%s", R.out);
+}
+
 /* WEFT_START=eager: the runtime before main, as before (the switch back). */
 Test(lazy, eager_start_still_works, .timeout = 120)
 {

@@ -208,7 +208,6 @@ static void main_go(void)
 	void *tcb = NULL;
 	if (!shim_native && (weftenv.tls >= 0 ? weftenv.tls : rt_tls_default) && tls_init())
 		tcb = tls_movemain();
-	gthr_live_add(1);
 	if (rt_adopt("main", mainlo, mainhi, alt + SIGSTACK, sig_thread) < 0)
 		fatal("no memory to make main a green thread");
 	/* main, now the main G on an M */
@@ -221,7 +220,9 @@ static void main_go(void)
 static int weft_main_shim(int argc, char **argv, char **envp)
 {
 	mainctx = (struct mainctx){ argc, argv, envp, NULL };
-	if (!eager && !shim_native) {
+	/* lazily - unless a constructor made a thread, which started the
+	 * runtime already: then main is a G at once, as with an eager start */
+	if (!eager && !shim_native && atomic_load_explicit(&startstate, memory_order_acquire) == 0) {
 		envinit(); /* WEFT_* as the user set them, before they are put back */
 		restore("WEFT_MAXPROCS", "WEFT_RUN_MAXPROCS");
 		restore("WEFT_STACK_SIZE", "WEFT_RUN_STACK_SIZE");
@@ -240,7 +241,6 @@ static int weft_main_shim(int argc, char **argv, char **envp)
 	weft_attr_t a = { .stack_size = main_stack(), .name = "main", .tls = WEFT_TLS_SHARED };
 	if (!shim_native && (weftenv.tls >= 0 ? weftenv.tls : rt_tls_default) && tls_init())
 		mainctx.tcb = tls_movemain();
-	gthr_live_add(1);
 	if (weft_go_attr(&a, main_g, &mainctx) < 0) {
 		warn("cannot start main as a green thread (%s): running it on the main thread",
 		     strerror(errno_get()));

@@ -171,7 +171,9 @@ struct gthr *gthr_self(void)
 
 /* ---- live threads ---------------------------------------------------------------------- */
 
-static _Atomic long nlive;
+/* main counts from the start: a thread a constructor makes and that ends
+ * before main runs is not the last one */
+static _Atomic long nlive = 1;
 
 void gthr_live_add(long n)
 {

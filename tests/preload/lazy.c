@@ -16,6 +16,8 @@
  *   lazy forks     fork + exec before the first thread, then threads,
  *                  then fork (the child makes threads) and exec again
  *
+ * With LAZY_CTOR_THREAD=1 a constructor makes a thread first.
+ *
  * Prints "ok <case>" last on success; exits 1 with a message otherwise.
  */
 #define _GNU_SOURCE
@@ -239,6 +241,25 @@ static int forks(void)
 	CHECK(system("echo system-after") == 0);
 	printf("ok forks\n");
 	return 0;
+}
+
+/* LAZY_CTOR_THREAD=1: a constructor makes (and joins) a thread, as some
+ * libraries do, so the runtime is up before main. */
+static void *ctor_thread(void *arg)
+{
+	return arg;
+}
+
+__attribute__((constructor)) static void ctor(void)
+{
+	const char *e = getenv("LAZY_CTOR_THREAD");
+	if (!e || strcmp(e, "1"))
+		return;
+	static int token;
+	pthread_t t;
+	void *r;
+	CHECK(pthread_create(&t, NULL, ctor_thread, &token) == 0);
+	CHECK(pthread_join(t, &r) == 0 && r == &token);
 }
 
 int main(int argc, char **argv)
