@@ -21,12 +21,18 @@ long rawsyscall6(long n, long a, long b, long c, long d, long e, long f)
 	return syscall(n, a, b, c, d, e, f);
 }
 
-static void futexwait(_Atomic uint32_t *addr, uint32_t val, const struct timespec *ts)
+/* Whether a signal handler interrupted the wait. */
+static bool futexwait(_Atomic uint32_t *addr, uint32_t val, const struct timespec *ts)
 {
 	int e = errno;
-	syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, ts, NULL, 0);
+	bool intr = syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, ts, NULL, 0) < 0 &&
+		    errno == EINTR;
 	errno = e;
+	return intr;
 }
+
+__thread bool note_introk __attribute__((tls_model("initial-exec")));
+__thread bool note_intr __attribute__((tls_model("initial-exec")));
 
 static void futexwake(_Atomic uint32_t *addr, int n)
 {
@@ -141,7 +147,10 @@ bool notetsleep(struct note *n, int64_t ns)
 		if (left <= 0)
 			return false;
 		struct timespec ts = { left / 1000000000, left % 1000000000 };
-		futexwait(&n->key, 2, &ts);
+		if (futexwait(&n->key, 2, &ts) && note_introk) {
+			note_intr = true;
+			return false;
+		}
 	}
 	return true;
 }

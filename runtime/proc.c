@@ -1159,7 +1159,9 @@ static bool after_gfput(struct g *gp, void *arg)
 	struct p *pp = getm()->p;
 	/* its stack, the warmest, to the top of pp's cache for the next G to
 	 * start here; a segmented one stays for the next segmented G */
-	if (gp->stack.kind != STACK_SEGMENTED)
+	if (gp->stack.kind == STACK_THREAD)
+		memset(&gp->stack, 0, sizeof gp->stack); /* not ours: rt_adopt */
+	else if (gp->stack.kind != STACK_SEGMENTED)
 		stackfree(pp, &gp->stack);
 	gfput(pp, gp);
 	return true;
@@ -1186,6 +1188,85 @@ static void goexit1(void)
 	m->aftergp = gp;
 	gleave(m, gp);
 	fatal("a dead green thread was resumed");
+}
+
+/* ---- adopting a running context --------------------------------------- */
+
+static struct g *adoptg;            /* rt_adopt: the G being handed over */
+static void (*adoptthen)(void);    /* what the thread runs after it */
+
+/* On the thread's new stack: gp's context is saved (gp->sp), so any M
+ * may now run it. */
+static void adopt_entry(void)
+{
+	struct g *gp = adoptg;
+	void (*then)(void) = adoptthen;
+	/* release: the M that takes gp from the queue sees its sp */
+	atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_release);
+	globrunqput(gp);
+	wakep();
+	then();
+	fatal("rt_adopt: the thread's continuation returned");
+}
+
+int64_t rt_adopt(const char *name, char *lo, char *hi, char *althi, void (*then)(void))
+{
+	runtime_ensure();
+	struct g *gp = gfget(NULL);
+	if (!gp)
+		gp = malg();
+	if (!gp) {
+		errno = ENOMEM;
+		return -1;
+	}
+	if (gp->stack.lo) /* a dead G's stack that it kept: back to the pool */
+		stackfree(NULL, &gp->stack);
+	/* the fields weft_go_attr sets for a new G */
+	gp->stackwant = 0;
+	gp->owntls = false;
+	gp->tcb = NULL;
+	gp->fn = NULL;
+	gp->arg = NULL;
+	gp->id = newgoid(NULL);
+	gp->lockedm = NULL;
+	gp->lockcount = 0;
+	gp->rtdepth = 1; /* until it is back in its caller, below */
+	atomic_store_explicit(&gp->waitreason, W_NONE, memory_order_relaxed);
+	atomic_store_explicit(&gp->blocking, 0, memory_order_relaxed);
+	gp->tls = NULL;
+	gp->introk = false;
+	atomic_store_explicit(&gp->intrreq, 0, memory_order_relaxed);
+	gp->sigon = false;
+	atomic_store_explicit(&gp->sigpend, 0, memory_order_relaxed);
+	atomic_store_explicit(&gp->cancel, 0, memory_order_relaxed);
+	if (gp->name)
+		rtfree(gp->name);
+	gp->name = NULL;
+	if (name) {
+		size_t n = strlen(name);
+		gp->name = rtalloc(n + 1);
+		if (gp->name)
+			memcpy(gp->name, name, n + 1);
+	}
+	/* its stack is the thread's own: never pooled or freed (after_gfput) */
+	gp->stack = (struct stack){ .lo = lo, .hi = hi, .kind = STACK_THREAD,
+				    .low = __builtin_frame_address(0) };
+	san_gcreate(gp);
+	gcountadd(NULL, 1);
+	int64_t id = gp->id;
+	int e = errno;
+	adoptg = gp;
+	adoptthen = then;
+	weft_ctx_switch(&gp->sp, weft_ctx_make(althi, adopt_entry));
+	/* now on an M that took gp from the global queue, as gp (the tail
+	 * of gswitch_inl, for a context it did not save itself) */
+	struct m *m = getm();
+	san_switch_finish(m, gp);
+	afterswitch(m);
+	errno = e;
+	gp->rtdepth = 0;
+	leaveruntime(m);
+	return id;
 }
 
 _Noreturn void weft_exit(void)

@@ -50,6 +50,11 @@ struct note {
 };
 void noteclear(struct note *n);
 void notewakeup(struct note *n);
+/* A plain thread's wait that a signal handler interrupts (the shim's
+ * sem_wait, EINTR as glibc's): with note_introk set, notetsleep returns
+ * false when its futex wait is interrupted and sets note_intr. */
+extern __thread bool note_introk __attribute__((tls_model("initial-exec")));
+extern __thread bool note_intr __attribute__((tls_model("initial-exec")));
 void notesleep(struct note *n);
 bool notetsleep(struct note *n, int64_t ns); /* false on timeout */
 
@@ -364,6 +369,14 @@ static inline struct g *getg(void)
 /* ---- proc.c ----------------------------------------------------------- */
 
 void runtime_init(void);
+/* The running context of a plain thread (the preload shim's main, before
+ * any G) becomes a G named name whose stack, [lo, hi), is the thread's
+ * own (never pooled or freed).  The thread itself goes on at a fresh
+ * context at the top of althi (its stack from now on), queues the G and
+ * runs then(), which never returns; the caller returns as the G, on
+ * whichever M took it, with errno as it was.  The G's id, or -1 (ENOMEM;
+ * nothing changed). */
+int64_t rt_adopt(const char *name, char *lo, char *hi, char *althi, void (*then)(void));
 static inline void runtime_ensure(void)
 {
 	extern void runtime_start(void);

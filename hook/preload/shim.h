@@ -47,6 +47,11 @@ extern bool shim_native HIDDEN;
 /* The runtime up, real pthread_create wired in, fork handlers set.
  * Idempotent; any thread. */
 void shim_start(void) HIDDEN;
+/* The runtime alone: main stays as it is (any thread). */
+void shim_rtstart(void) HIDDEN;
+/* Lazy start: main still runs as the real main thread, no G yet.
+ * shim_start called from main makes it the main G. */
+extern _Atomic bool shim_mainplain HIDDEN;
 /* Print "weft: <msg>" once per flag. */
 void shim_warn_once(_Atomic int *flag, const char *fmt, ...) HIDDEN
 	__attribute__((format(printf, 2, 3)));
@@ -61,6 +66,9 @@ struct gthr *gthr_self(void) HIDDEN;
  * On the main G: make its record, with those values. */
 void gthr_main_keys(void) HIDDEN;
 void gthr_main_init(void) HIDDEN;
+/* Lazy start, on main before it becomes a G: the main G keeps main's
+ * pthread_t and lock-owner identity as they were (gthr_main_init). */
+void gthr_main_alias(void) HIDDEN;
 /* Live pthreads (main, Gs, native threads): the last one to end exits. */
 void gthr_live_add(long n) HIDDEN;
 void gthr_live_done(void) HIDDEN;
