@@ -260,7 +260,9 @@ bool stdio_parks(FILE *f)
  * flush failed: fclose must say so, though the data is gone by then. */
 int stdio_preclose(FILE *f)
 {
-	if (!stdio_parks(f))
+	/* only output waiting in the buffer: fflush on an input stream would
+	 * lseek (ESPIPE), which fclose does not */
+	if (!stdio_parks(f) || f->_IO_write_ptr <= f->_IO_write_base)
 		return 0;
 	return fflush(f);
 }
