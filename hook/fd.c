@@ -264,14 +264,17 @@ HOOK int fclose(FILE *f)
 {
 	if (!rt_started() || !f)
 		return REAL(fclose)(f);
+	bool flushfail = false;
 	int ferr = 0;
-	if (stdio_preclose && hook_g() && stdio_preclose(f) != 0)
+	if (stdio_preclose && hook_g() && stdio_preclose(f) != 0) {
+		flushfail = true;
 		ferr = errno_get();
+	}
 	int fd = fileno(f);
 	uint32_t seq = fd >= 0 ? pd_closing(fd) : 0;
 	int r = BLOCKING(hook_g() != NULL, REAL(fclose)(f)); /* flushes: may block */
 	pd_closed(fd, seq);
-	if (ferr && r == 0) { /* the flush failed: so does fclose, as natively */
+	if (flushfail && r == 0) { /* the flush failed: so does fclose, as natively */
 		errno_set(ferr);
 		r = EOF;
 	}

@@ -4,17 +4,26 @@
  *
  * tests/preload/stdiosock.c (built without weft) runs natively first (so
  * the program itself is right), then under "weft run" on 1 and 2 Ps.
- * Every case checks every byte, and reports the most OS threads seen
- * while all its threads waited in stdio (waiting_threads): at most
- * procs + 8.  Before stdio.c each of those threads held an OS thread,
- * blocked in glibc's internal read or write (server 200: 205 threads).
+ * Every case checks every byte, and reports the OS threads once all its
+ * threads have waited in stdio a while (waiting_threads): procs + 8 on a
+ * quiet machine (below).  Before stdio.c each of those threads held an
+ * OS thread, blocked in glibc's internal read or write (server 200: 205
+ * threads).
  */
 #include "preload/harness.h"
 
 static struct hrun R, N; /* under weft, native */
 
+/* On a quiet machine the cases wait on 6-9 OS threads with 2 Ps (procs +
+ * 8 at most).  On a loaded one the kernel leaves an M unrun for longer
+ * than sysmon lets a P's queue wait, and sysmon lends a spare for such a
+ * "hog" - at most 4 * procs + 4 (docs/hooks.md), idle once the load has
+ * passed: allowed for, so the bound holds at any load and still fails
+ * by far without stdio.c (35-205 threads, one per waiting thread). */
+#define HOGSPARES(procs) (4 * (procs) + 4)
+
 /* stdiosock CASE N natively, then under the shim on 1 and 2 Ps (with
- * env): "ok CASE", and no more than procs + 8 OS threads while waiting. */
+ * env): "ok CASE", and few OS threads while waiting. */
 static void scase(const char *cs, const char *n, const char *const env[], int timeout_s)
 {
 	const char *a[] = { h_prog("stdiosock"), cs, n, NULL };
@@ -27,8 +36,8 @@ static void scase(const char *cs, const char *n, const char *const env[], int ti
 		cr_assert_eq(h_code(&R), 0, "procs %d: %s%s", procs, R.out, R.err);
 		cr_expect(strstr(R.out, want), "procs %d: %s%s", procs, R.out, R.err);
 		long w = h_field(R.out, "waiting_threads");
-		cr_expect(w >= 1 && w <= procs + 8, "procs %d: %ld OS threads while waiting in stdio: %s",
-			  procs, w, R.out);
+		cr_expect(w >= 1 && w <= procs + 8 + HOGSPARES(procs),
+			  "procs %d: %ld OS threads while waiting in stdio: %s", procs, w, R.out);
 	}
 }
 

@@ -23,9 +23,9 @@
 #include "../hook.h"
 
 #include <pthread.h>
-#include <stdio.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <stdio.h>
 #include <time.h>
 
 /* ---- is the caller the shim itself? ------------------------------------ */

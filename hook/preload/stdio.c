@@ -19,8 +19,9 @@
  * The cookie FILE is made to look like fdopen's: its _fileno is the fd
  * (fileno() works, fclose closes the fd; glibc's cookie FILEs say -2),
  * the mode is checked against the fd's access mode and "a" sets
- * O_APPEND, as fdopen does.  Differences: the buffer is BUFSIZ (8 KiB)
- * where fdopen takes st_blksize (4 KiB on a socket or pipe), and the
+ * O_APPEND, as fdopen does, and its buffer is the size fdopen's would
+ * be (st_blksize: 4 KiB on a socket or pipe; glibc would give a cookie
+ * FILE BUFSIZ), set with setvbuf and freed at close.  Difference: the
  * stream is byte-oriented only (fwide(f, 1) fails, wide reads and
  * writes return WEOF: glibc gives a cookie FILE no wide buffers).  A
  * mode fdopen gives meaning beyond r/w/a/+/b/x/e ("m", ",ccs=") gets
@@ -51,6 +52,7 @@ struct sfile {
 	int fd;     /* the file: FILE's _fileno, read/written/closed here */
 	FILE *proc; /* popen: glibc's FILE over fd, pclose'd at close; else NULL */
 	FILE *file; /* the cookie FILE itself (its lock, below) */
+	char *buf;  /* its buffer, the size glibc's fdopen would take; freed at close */
 };
 
 /* glibc's recursive FILE lock (sysdeps/nptl/stdio-lock.h), which a FILE's
@@ -156,6 +158,7 @@ static int s_close(void *c)
 		r = (int)sysret(sys3(SYS_close, s->fd, 0, 0)); /* as _IO_file_close: not a cancellation point */
 	}
 	int e = errno_get();
+	rtfree(s->buf); /* glibc is done with it: after this it only forgets it */
 	rtfree(s);
 	errno_set(e);
 	return r;
@@ -165,12 +168,15 @@ static const cookie_io_functions_t s_funcs = { s_read, s_write, s_seek, s_close 
 
 /* ---- making them -------------------------------------------------------------- */
 
-/* fd is a socket, a pipe or a FIFO: the files epoll can wait on. */
-static bool pollable(int fd)
+/* fd is a socket, a pipe or a FIFO (the files epoll can wait on); *bufsz
+ * the buffer glibc's fdopen would give it (_IO_file_doallocate:
+ * st_blksize if smaller than BUFSIZ, 4 KiB on a socket or a pipe). */
+static bool pollable(int fd, size_t *bufsz)
 {
 	struct stat st;
 	if (sys3(SYS_fstat, fd, &st, 0) < 0)
 		return false;
+	*bufsz = st.st_blksize > 0 && st.st_blksize < BUFSIZ ? (size_t)st.st_blksize : BUFSIZ;
 	return S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode);
 }
 
@@ -191,24 +197,27 @@ static const char *simple_mode(const char *mode)
 	return modes[plus][strchr("rwa", mode[0]) - "rwa"];
 }
 
-/* A cookie FILE over fd (proc: popen's FILE), or NULL with errno set
- * (fopencookie's ENOMEM). */
-static FILE *wrap(int fd, const char *cmode, FILE *proc)
+/* A cookie FILE over fd (proc: popen's FILE) with a bufsz buffer, or
+ * NULL with errno set (ENOMEM). */
+static FILE *wrap(int fd, const char *cmode, FILE *proc, size_t bufsz)
 {
 	struct sfile *s = rtalloc(sizeof *s);
-	if (!s) {
+	char *buf = rtalloc(bufsz);
+	FILE *f = NULL;
+	if (!s || !buf || !(f = fopencookie(s, cmode, s_funcs))) {
+		rtfree(s);
+		rtfree(buf);
 		errno_set(ENOMEM);
 		return NULL;
 	}
 	s->fd = fd;
 	s->proc = proc;
-	FILE *f = fopencookie(s, cmode, s_funcs);
-	if (!f) {
-		rtfree(s);
-		return NULL;
-	}
-	f->_fileno = fd; /* fileno() as fdopen's; glibc's cookie FILEs say -2 */
 	s->file = f;
+	s->buf = buf;
+	f->_fileno = fd; /* fileno() as fdopen's; glibc's cookie FILEs say -2 */
+	/* glibc would give a cookie FILE BUFSIZ (it cannot stat it); the
+	 * program may still setvbuf its own (before its first I/O) */
+	setvbuf(f, buf, _IOFBF, bufsz);
 	const void *vt = NULL;
 	atomic_compare_exchange_strong(&cookie_vtable, &vt, vtable_of(f));
 	return f;
@@ -217,7 +226,8 @@ static FILE *wrap(int fd, const char *cmode, FILE *proc)
 HOOK FILE *fdopen(int fd, const char *mode)
 {
 	const char *cmode = simple_mode(mode);
-	if (FROM_SHIM() || !cmode || !pollable(fd))
+	size_t bufsz;
+	if (FROM_SHIM() || !cmode || !pollable(fd, &bufsz))
 		return REAL(fdopen)(fd, mode);
 	/* what fdopen checks and does (libio/iofdopen.c) */
 	long fl = sys3(SYS_fcntl, fd, F_GETFL, 0);
@@ -233,7 +243,7 @@ HOOK FILE *fdopen(int fd, const char *mode)
 		if (r < 0)
 			return (FILE *)sysret(r);
 	}
-	return wrap(fd, cmode, NULL);
+	return wrap(fd, cmode, NULL, bufsz);
 }
 
 /* fork.c's popen: glibc's FILE f over its pipe becomes a cookie FILE
@@ -241,9 +251,10 @@ HOOK FILE *fdopen(int fd, const char *mode)
 FILE *stdio_popen(FILE *f, const char *mode)
 {
 	const char *cmode = simple_mode(mode);
-	if (!f || !cmode)
+	size_t bufsz;
+	if (!f || !cmode || !pollable(fileno(f), &bufsz))
 		return f;
-	FILE *c = wrap(fileno(f), cmode, f);
+	FILE *c = wrap(fileno(f), cmode, f, bufsz);
 	return c ? c : f; /* out of memory: glibc's FILE, blocking as before */
 }
 
