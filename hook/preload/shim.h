@@ -25,6 +25,7 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <stdio.h>
 #include <time.h>
 
 /* ---- is the caller the shim itself? ------------------------------------ */
@@ -164,5 +165,13 @@ int pcv_wait(pthread_cond_t *c, pthread_mutex_t *m, int clk, const struct timesp
 
 /* Sleep a little while polling (timed locks): parks on a G. */
 void shim_backoff(int64_t *delay, int64_t left) HIDDEN;
+
+/* ---- stdio (stdio.c) ------------------------------------------------------ */
+
+/* popen's FILE f as a cookie FILE over its fd whose reads and writes park
+ * a G (f itself if mode is not a plain one or memory ran out). */
+FILE *stdio_popen(FILE *f, const char *mode) HIDDEN;
+/* A cookie FILE (made by stdio.c's fdopen/popen, or the program's own). */
+bool stdio_parks(FILE *f) HIDDEN;
 
 #endif
