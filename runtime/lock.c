@@ -16,11 +16,6 @@
 
 #include "runtime.h"
 
-long rawsyscall6(long n, long a, long b, long c, long d, long e, long f)
-{
-	return syscall(n, a, b, c, d, e, f);
-}
-
 static void futexwait(_Atomic uint32_t *addr, uint32_t val, const struct timespec *ts)
 {
 	int e = errno;
