@@ -15,19 +15,16 @@
 #include <unistd.h>
 
 #include "runtime.h"
+#include "sys.h"
 
 static void futexwait(_Atomic uint32_t *addr, uint32_t val, const struct timespec *ts)
 {
-	int e = errno;
-	syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, ts, NULL, 0);
-	errno = e;
+	sys4(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, ts);
 }
 
 static void futexwake(_Atomic uint32_t *addr, int n)
 {
-	int e = errno;
-	syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
-	errno = e;
+	sys3(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n);
 }
 
 
@@ -173,8 +170,7 @@ static void vsay(const char *prefix, const char *fmt, va_list ap)
 		n = sizeof buf - 2;
 	buf[n++] = '\n';
 	/* raw write: stdio may be locked by the thread that failed */
-	ssize_t r = syscall(SYS_write, 2, buf, n);
-	(void)r;
+	(void)sys_write(2, buf, n);
 }
 
 void warn(const char *fmt, ...)
