@@ -36,6 +36,7 @@
 
 #include "runtime.h"
 #include "sanitizer.h"
+#include "sys.h"
 
 struct sched sched;
 struct p *allp[MAXALLP];
@@ -44,9 +45,10 @@ __thread struct m *tls_m __attribute__((tls_model("initial-exec")));
 _Atomic int64_t coarsenow;
 _Atomic int32_t nallp; /* Ps allocated (>= gomaxprocs); see runtime.h */
 
-/* Set by the preload shim to the real pthread_create. */
+/* glibc's pthread_create (sys.c); the preload shim sets one that also
+ * blocks asynchronous signals (signal.c). */
 int (*rt_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
-			 void *) HIDDEN = pthread_create;
+			 void *) HIDDEN = sys_pthread_create;
 /* Called at G exit before its stack is reused (preload: key destructors). */
 void (*rt_gexit_hook)(struct g *gp) HIDDEN;
 
@@ -439,11 +441,11 @@ static void *mstart(void *arg)
 	m->fsbase = m->fscur = tls_current();
 	/* seq_cst, then dump_mstart: a dump either stops this M or is
 	 * waited for (dump.c) */
-	atomic_store(&m->tid, (int)syscall(SYS_gettid));
+	atomic_store(&m->tid, (int)sys_gettid());
 	if (dump_mstart)
 		dump_mstart();
 	pthread_attr_t a;
-	if (pthread_getattr_np(pthread_self(), &a) == 0) {
+	if (sys_pthread_getattr_np(sys_pthread_self(), &a) == 0) {
 		void *lo;
 		size_t sz;
 		pthread_attr_getstack(&a, &lo, &sz);
@@ -475,7 +477,7 @@ static void checkmcount(int32_t n)
 	static _Atomic int reported;
 	if (atomic_exchange(&reported, 1))
 		for (;;)
-			pause(); /* another thread is reporting and will exit */
+			sys_pause(); /* another thread is reporting and will exit */
 	warn("fatal: program exceeds %d-thread limit (WEFT_MAXTHREADS)\n", max);
 	weft_dump(stderr);
 	_exit(2);
@@ -1272,7 +1274,7 @@ int64_t rt_adopt(const char *name, char *lo, char *hi, char *althi, void (*then)
 _Noreturn void weft_exit(void)
 {
 	if (!getg())
-		pthread_exit(NULL);
+		sys_pthread_exit(NULL);
 	goexit1();
 }
 
@@ -1793,7 +1795,7 @@ static void runtime_init_once(void)
 
 void runtime_start(void)
 {
-	pthread_once(&startonce, runtime_init_once);
+	sys_pthread_once(&startonce, runtime_init_once);
 }
 
 void runtime_init(void)

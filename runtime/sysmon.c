@@ -36,7 +36,7 @@
 static void usleep_ns(int64_t ns)
 {
 	struct timespec ts = { ns / 1000000000, ns % 1000000000 };
-	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) != 0)
+	while (sys_clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) != 0)
 		;
 }
 
