@@ -42,7 +42,10 @@
 #include "shim.h"
 
 #include <fcntl.h>
+#include <setjmp.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <unistd.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -173,6 +176,7 @@ static void on_weft(int sig, siginfo_t *si, void *ucv)
 		weftsig = 1;
 	} else {
 		m_mask(&uc->uc_sigmask);
+		async_check(uc); /* a G computing here with a signal to run */
 	}
 	errno_set(e);
 }
@@ -190,7 +194,7 @@ static void install(void)
 /* SIGWEFT to a thread, its handler in place: code that resets every
  * handler with raw system calls (as Python's subprocess child does)
  * must not turn it into a killer. */
-static void tell(int tid)
+void sig_tell(int tid)
 {
 	struct sigaction cur;
 	if (sigaction(SIGWEFT, NULL, &cur) != 0 || !(cur.sa_flags & SA_SIGINFO) ||
@@ -199,6 +203,7 @@ static void tell(int tid)
 	if (tid > 0)
 		(void)sys3(SYS_tgkill, getpid(), tid, SIGWEFT);
 }
+#define tell sig_tell
 
 /* ---- runtime threads ----------------------------------------------------------- */
 
@@ -427,7 +432,15 @@ static int64_t run_stalled(void);
 static int64_t router_round(void)
 {
 	drain_locked();
-	return run_stalled();
+	int64_t a = run_stalled(), b = async_rescan();
+	return a < 0 ? b : b < 0 ? a : a < b ? a : b;
+}
+
+void sig_router_poke(void)
+{
+	struct pd *d = rpd;
+	if (d) /* the router recomputes its deadline */
+		pd_kick(d, PD_READ);
 }
 
 static void router(void *arg)
@@ -504,6 +517,7 @@ static int sig_run(void);
 void sig_start(void)
 {
 	install();
+	async_init();
 	sigset_t m;
 	REAL(pthread_sigmask)(SIG_SETMASK, NULL, &m);
 	atomic_store(&pbits, tobits(&m) & ~unblockable());
@@ -568,6 +582,7 @@ void sig_afterfork_child(void)
 	}
 	rpd = NULL;
 	memset(stalls, 0, sizeof stalls);
+	async_afterfork_child();
 	if (rfd >= 0) {
 		(void)sys3(SYS_close, rfd, 0, 0);
 		rfd = -1;
@@ -757,7 +772,12 @@ static bool deliver(struct g *gp, int s, const siginfo_t *si)
 	atomic_fetch_or(&gp->sigpend, sigbit(s));
 	if (gp == getg())
 		return true;
-	return !(g_blocked(gp) & sigbit(s)) && g_interrupt(gp);
+	if (g_blocked(gp) & sigbit(s))
+		return false;
+	if (g_interrupt(gp))
+		return true;
+	async_kick(gp); /* it runs, or is parked where a thread would not be interrupted */
+	return false;
 }
 
 /* A process signal routed to a G that did not take it at once (it was
@@ -1461,4 +1481,170 @@ HOOK int kill(pid_t pid, int sig)
 	if (!on_g() || pid != getpid())
 		return REAL(kill)(pid, sig);
 	return self_signal(sig);
+}
+
+/* ---- leaving a handler with longjmp -------------------------------------------------------- */
+
+/* A handler run on a G blocks its signal (and sa_mask) in g->sighold
+ * until it returns (run_one).  One that leaves with longjmp never
+ * returns: as the kernel, the G's mask is then what the jump says - the
+ * mask sigsetjmp saved (taken to be the G's own, the handler's blocks
+ * dropped, and what they held back is run now, as the kernel delivers
+ * it once glibc's siglongjmp has restored the mask), or, with no mask
+ * saved (setjmp), the mask as the handler ran with it. */
+static void jump_out(struct __jmp_buf_tag *env)
+{
+	struct g *gp = getg();
+	if (!on_g() || !gp->sigon)
+		return;
+	uint64_t hold = atomic_load(&gp->sighold);
+	if (!hold)
+		return;
+	atomic_store(&gp->sighold, 0);
+	sigset_t s;
+	frombits(env->__mask_was_saved ? 0 : hold, &s);
+	setp(SIG_BLOCK, &s, NULL); /* runs what is let through now */
+}
+
+DEFREAL(siglongjmp);
+DEFREAL(longjmp);
+DEFREAL(_longjmp);
+_Noreturn void __longjmp_chk(struct __jmp_buf_tag env[1], int val);
+DEFREAL(__longjmp_chk);
+
+HOOK _Noreturn void siglongjmp(sigjmp_buf env, int val)
+{
+	jump_out(env);
+	REAL(siglongjmp)(env, val);
+}
+
+HOOK _Noreturn void longjmp(jmp_buf env, int val)
+{
+	jump_out(env);
+	REAL(longjmp)(env, val);
+}
+
+HOOK _Noreturn void _longjmp(jmp_buf env, int val)
+{
+	jump_out(env);
+	REAL(_longjmp)(env, val);
+}
+
+HOOK _Noreturn void __longjmp_chk(struct __jmp_buf_tag env[1], int val)
+{
+	jump_out(env);
+	REAL(__longjmp_chk)(env, val);
+}
+
+/* ---- thread ids: gettid, tgkill, tkill ------------------------------------------------------ */
+
+/* A thread of the program that is a G has a tid of its own, stable
+ * wherever it runs: main's is the process id (as the kernel numbers the
+ * main thread; in a fork child, the forking thread's is the child's),
+ * every other's 2^29 + its G id (the number runtime/tls.c gives glibc in
+ * a G's own TCB).  Real tids are below 2^22 (PID_MAX_LIMIT), so none is
+ * ever a real thread's.  A tgkill / tkill to one goes to its G, as
+ * pthread_kill does. */
+#define GTID_BIT (1 << 29)
+
+static int g_tid(struct g *gp)
+{
+	return gp == maing ? getpid() : (int)(GTID_BIT | ((uint64_t)gp->id & (GTID_BIT - 1)));
+}
+
+struct tidfind {
+	int tid;
+	struct g *g;
+};
+
+static void tid_one(struct g *gp, void *arg)
+{
+	struct tidfind *k = arg;
+	if (!k->g && gp->sigon && gp != maing &&
+	    atomic_load_explicit(&gp->status, memory_order_relaxed) != G_DEAD && g_tid(gp) == k->tid)
+		k->g = gp;
+}
+
+/* The G whose tid is tid, or NULL (then it is a real thread's, or none). */
+static struct g *g_of_tid(int tid)
+{
+	if (!active)
+		return NULL;
+	if (tid == getpid()) {
+		lock(&plock);
+		struct g *mg = maing && maing->sigon ? maing : NULL;
+		unlock(&plock);
+		return mg;
+	}
+	if (tid < GTID_BIT)
+		return NULL;
+	struct tidfind k = { tid, NULL };
+	forEachG(tid_one, &k);
+	return k.g;
+}
+
+/* tgkill on a G's tid: -1 if it is not one (the kernel's call then),
+ * else 0 or an error number. */
+static int g_tgkill(pid_t tgid, pid_t tid, int sig)
+{
+	if (tgid != getpid())
+		return -1;
+	struct g *gp = g_of_tid(tid);
+	if (!gp)
+		return -1;
+	if (sig < 0 || sig >= NSIG || sig > 64)
+		return EINVAL;
+	return sig_send_g(gp, sig, SI_TKILL, NULL);
+}
+
+DEFREAL(gettid);
+DEFREAL(tgkill);
+DEFREAL(syscall);
+
+HOOK pid_t gettid(void)
+{
+	struct g *gp = getg();
+	if (!on_g() || !gp->sigon)
+		return REAL(gettid)();
+	return g_tid(gp);
+}
+
+HOOK int tgkill(pid_t tgid, pid_t tid, int sig)
+{
+	int e = FROM_SHIM() ? -1 : g_tgkill(tgid, tid, sig);
+	if (e < 0)
+		return REAL(tgkill)(tgid, tid, sig);
+	if (e) {
+		errno_set(e);
+		return -1;
+	}
+	return 0;
+}
+
+/* syscall(2) itself, for the three calls above only (a program that
+ * asks the kernel for its tid directly must get the same number); every
+ * other number goes straight to glibc's.  glibc's syscall takes six
+ * arguments whatever the call: so do we. */
+HOOK long syscall(long n, ...)
+{
+	va_list ap;
+	va_start(ap, n);
+	long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);
+	long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
+	va_end(ap);
+	if (!FROM_SHIM() && active && (n == SYS_gettid || n == SYS_tgkill || n == SYS_tkill)) {
+		struct g *gp = getg();
+		if (n == SYS_gettid && on_g() && gp->sigon)
+			return g_tid(gp);
+		int r = n == SYS_gettid ? -1
+			: n == SYS_tgkill ? g_tgkill((pid_t)a, (pid_t)b, (int)c)
+					  : g_tgkill(getpid(), (pid_t)a, (int)b);
+		if (r == 0)
+			return 0;
+		if (r > 0) {
+			errno_set(r);
+			return -1;
+		}
+	}
+	return REAL(syscall)(n, a, b, c, d, e, f);
 }
