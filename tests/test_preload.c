@@ -300,6 +300,8 @@ SIGINTR(alarm_spin)
 SIGINTR(longjmp)
 SIGINTR(restart)
 SIGINTR(kill_accept)
+/* and to a thread blocked in a call that holds its OS thread (waitpid) */
+SIGINTR(kill_waitpid)
 /* gettid is a thread's own; tgkill, syscall(SYS_tgkill), syscall(SYS_tkill) on it */
 SIGINTR(tgkill)
 SIGINTR(masks)

@@ -217,15 +217,57 @@ void sig_async(uintptr_t *ra)
 	errno_set(e);
 }
 
+/* The kernel's struct sigaction (rt_sigaction), read in a handler. */
+struct ksigaction {
+	void *handler;      /* SIG_DFL 0, SIG_IGN 1, else a function */
+	unsigned long flags; /* SA_* */
+	void *restorer;
+	uint64_t mask;
+};
+
+/* A G blocked in a system call (G_SYSCALL: a call the shim makes under
+ * entersyscall - accept on a listening socket another process took the
+ * connection from, a file read, waitpid ...) with a signal to run whose
+ * handler has no SA_RESTART: natively the call ends with EINTR.  SIGWEFT
+ * (SA_RESTART) stopped it and the kernel means to restart it - RIP is
+ * back on the `syscall` instruction - so skip that and make it return
+ * -EINTR instead; the G runs the handler on its way out (blk_exit).  (If
+ * it had not entered the kernel yet, the call ends the same way: the
+ * signal came first.)  With SA_RESTART the call goes on, as natively;
+ * the handler then runs when it returns. */
+static void syscall_eintr(ucontext_t *uc, uint64_t pend)
+{
+	uintptr_t rip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	if (rip < 4096 || *(const uint16_t *)rip != 0x050f) /* syscall */
+		return;
+	bool restart = true;
+	for (int s = 1; s <= 64 && restart; s++) {
+		struct ksigaction k;
+		if ((pend & (1ULL << (s - 1))) && sys4(SYS_rt_sigaction, s, 0, (long)&k, 8) == 0 &&
+		    (uintptr_t)k.handler > 1 && !(k.flags & SA_RESTART))
+			restart = false;
+	}
+	if (restart)
+		return;
+	uc->uc_mcontext.gregs[REG_RAX] = -EINTR;
+	uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(rip + 2);
+}
+
 /* In the SIGWEFT handler of an M (not the signal thread): make the G it
  * runs take its signals now, if it may. */
 void async_check(ucontext_t *uc)
 {
 	struct m *m = getm();
 	struct g *gp = m ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
+	uint64_t pend;
 	if (!async_on || !gp || !gp->sigon ||
-	    !(atomic_load(&gp->sigpend) & ~(atomic_load(&gp->sigmask) | atomic_load(&gp->sighold))))
+	    !(pend = atomic_load(&gp->sigpend) &
+		     ~(atomic_load(&gp->sigmask) | atomic_load(&gp->sighold))))
 		return;
+	if (atomic_load_explicit(&gp->status, memory_order_relaxed) == G_SYSCALL) {
+		syscall_eintr(uc, pend);
+		return;
+	}
 	/* the G's own fields, read on the M that runs it (this signal
 	 * stopped it): as it left them */
 	uintptr_t rip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
@@ -280,7 +322,8 @@ static void rescan_one(struct g *gp, void *arg)
 	    !(atomic_load(&gp->sigpend) & ~(atomic_load(&gp->sigmask) | atomic_load(&gp->sighold))))
 		return;
 	r->pending++;
-	if (atomic_load_explicit(&gp->status, memory_order_relaxed) != G_RUNNING)
+	uint32_t st = atomic_load_explicit(&gp->status, memory_order_relaxed);
+	if (st != G_RUNNING && st != G_SYSCALL)
 		return; /* parked: g_interrupt's request waits for its next wait */
 	for (struct m *m = atomic_load(&allm); m; m = m->alllink)
 		if (atomic_load_explicit(&m->curg, memory_order_relaxed) == gp) {

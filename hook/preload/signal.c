@@ -1516,24 +1516,28 @@ HOOK _Noreturn void siglongjmp(sigjmp_buf env, int val)
 {
 	jump_out(env);
 	REAL(siglongjmp)(env, val);
+	__builtin_unreachable();
 }
 
 HOOK _Noreturn void longjmp(jmp_buf env, int val)
 {
 	jump_out(env);
 	REAL(longjmp)(env, val);
+	__builtin_unreachable();
 }
 
 HOOK _Noreturn void _longjmp(jmp_buf env, int val)
 {
 	jump_out(env);
 	REAL(_longjmp)(env, val);
+	__builtin_unreachable();
 }
 
 HOOK _Noreturn void __longjmp_chk(struct __jmp_buf_tag env[1], int val)
 {
 	jump_out(env);
 	REAL(__longjmp_chk)(env, val);
+	__builtin_unreachable();
 }
 
 /* ---- thread ids: gettid, tgkill, tkill ------------------------------------------------------ */

@@ -6,7 +6,7 @@
  * sigintr CASE: prints one line per check ("ok ..." or "FAIL ...") and
  * exits 0 if all held.  Cases: read, accept, poll, sleep, nanosleep,
  * sem, compute, spin, spin_libc, alarm_spin, longjmp, restart, kill_accept,
- * kill_tls, tgkill, masks, storm, sigwait, sigwait_busy, cancel.
+ * kill_tls, kill_waitpid, tgkill, masks, storm, sigwait, sigwait_busy, cancel.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <netinet/in.h>
 #include <time.h>
 #include <unistd.h>
@@ -544,6 +545,48 @@ static void case_tgkill(void)
 	    tgkill(getpid(), tid_worker, 0) == -1 && err() == ESRCH);
 }
 
+/* pthread_kill to a thread blocked in waitpid (a call that blocks its OS
+ * thread under weft too): -1 EINTR, the handler on it */
+static atomic_int wp_ready, wp_result;
+static pid_t wp_child;
+
+static void *wp_waiter(void *arg)
+{
+	(void)arg;
+	wp_ready = 1;
+	int st;
+	pid_t r = waitpid(wp_child, &st, 0);
+	wp_result = r == -1 && err() == EINTR ? 1 : 2;
+	return NULL;
+}
+
+static void case_kill_waitpid(void)
+{
+	catch(SIGUSR1, 0);
+	wp_child = fork();
+	if (wp_child == 0) {
+		sleep(30);
+		_exit(0);
+	}
+	pthread_t t;
+	pthread_create(&t, NULL, wp_waiter, NULL);
+	while (!wp_ready)
+		usleep(1000);
+	while (!wp_result) {
+		usleep(20000);
+		if (!wp_result)
+			pthread_kill(t, SIGUSR1);
+	}
+	pthread_join(t, NULL);
+	kill(wp_child, SIGKILL);
+	waitpid(wp_child, NULL, 0);
+	say("pthread_kill: waitpid -1 EINTR", wp_result == 1);
+	int n = handled, mine = 1;
+	for (int i = 0; i < n && i < 64; i++)
+		mine &= pthread_equal(handler_self[i], t);
+	say("pthread_kill: the handler ran on the waiter", n >= 1 && mine);
+}
+
 /* ---- per-thread masks: the one thread that takes it ---------------------------------------- */
 
 #define NW 4
@@ -909,6 +952,7 @@ static const struct {
 	{ "restart", case_restart },
 	{ "kill_accept", case_kill_accept },
 	{ "kill_tls", case_kill_tls },
+	{ "kill_waitpid", case_kill_waitpid },
 	{ "tgkill", case_tgkill },
 	{ "masks", case_masks },
 	{ "storm", case_storm },
