@@ -227,8 +227,8 @@ struct ksigaction {
 
 /* A G blocked in a system call (G_SYSCALL: a call the shim makes under
  * entersyscall - accept on a listening socket another process took the
- * connection from, a file read, waitpid ...) with a signal to run whose
- * handler has no SA_RESTART: natively the call ends with EINTR.  SIGWEFT
+ * connection from, a file read, waitpid ...) with a signal sent to it
+ * (pthread_kill, tgkill ...) to run whose handler has no SA_RESTART: natively the call ends with EINTR.  SIGWEFT
  * (SA_RESTART) stopped it and the kernel means to restart it - RIP is
  * back on the `syscall` instruction - so skip that and make it return
  * -EINTR instead; the G runs the handler on its way out (blk_exit).  (If
@@ -238,7 +238,8 @@ struct ksigaction {
 static void syscall_eintr(ucontext_t *uc, uint64_t pend)
 {
 	uintptr_t rip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-	if (rip < 4096 || *(const uint16_t *)rip != 0x050f) /* syscall */
+	/* (two bytes at rip: not across a page end, which may be the last) */
+	if (rip < 4096 || (rip & 4095) == 4095 || *(const uint16_t *)rip != 0x050f) /* syscall */
 		return;
 	bool restart = true;
 	for (int s = 1; s <= 64 && restart; s++) {
@@ -265,7 +266,12 @@ void async_check(ucontext_t *uc)
 		     ~(atomic_load(&gp->sigmask) | atomic_load(&gp->sighold))))
 		return;
 	if (atomic_load_explicit(&gp->status, memory_order_relaxed) == G_SYSCALL) {
-		syscall_eintr(uc, pend);
+		/* only for a signal sent to this G itself: a process signal
+		 * the router gives it comes later than the kernel would have
+		 * given it, and would end a later call (a shell's next
+		 * waitpid, for a SIGCHLD) that natively it never interrupts */
+		if (pend & atomic_load(&gp->sigthr))
+			syscall_eintr(uc, pend & atomic_load(&gp->sigthr));
 		return;
 	}
 	/* the G's own fields, read on the M that runs it (this signal

@@ -25,9 +25,13 @@
  *     stack: at once if it is the sender; else g_interrupt wakes it from
  *     an interruptible park (read, accept, poll, sleep, sem_wait ... see
  *     docs/preload.md), the handler runs and the call returns EINTR or
- *     goes on, as SA_RESTART and signal(7) say.  A G that is running,
- *     or parked where a thread would not be interrupted either (a mutex,
- *     a join), runs it at its next interruptible call or mask change.
+ *     goes on, as SA_RESTART and signal(7) say.  A G that is running
+ *     is stopped where it is and runs it at once, or a call it is
+ *     blocked in ends with EINTR (sigasync.c); one parked where a thread
+ *     would not be interrupted either (a mutex, a join) runs it after
+ *     it wakes (sigasync.c's rescan) or at its next interruptible call.
+ *   - gettid on a G is its own stable number, and tgkill / tkill /
+ *     syscall(SYS_tgkill) on it go to it (below).
  *
  * A signal P blocks stays pending for the process, as it would.  A
  * watcher G on a signalfd for P hears of each: Gs in sigwait* park until
@@ -572,6 +576,7 @@ void sig_afterfork_child(void)
 	if (gp && gp->sigon) {
 		mt_add(atomic_load(&gp->sigmask), 1);
 		atomic_store(&gp->sigpend, 0);
+		atomic_store(&gp->sigthr, 0);
 	}
 	maing = gp;
 	ppend = 0;
@@ -712,6 +717,7 @@ void sig_gstart(struct g *gp, uint64_t mask, bool ismain)
 	atomic_store(&gp->sigmask, mask);
 	atomic_store(&gp->sighold, 0);
 	atomic_store(&gp->sigpend, 0);
+	atomic_store(&gp->sigthr, 0);
 	lock(&plock);
 	mt_add(mask, 1);
 	gp->sigon = true;
@@ -764,11 +770,15 @@ static siginfo_t ginfo[65];   /* the siginfo of the last signal of each number s
 /* s is pending on gp: if gp lets it through, its wait is interrupted.
  * true if gp runs it by itself soon: it is the caller, or it was parked
  * in an interruptible call and is woken. */
-static bool deliver(struct g *gp, int s, const siginfo_t *si)
+static bool deliver(struct g *gp, int s, const siginfo_t *si, bool thr)
 {
 	lock(&ilock);
 	ginfo[s] = *si;
 	unlock(&ilock);
+	if (thr)
+		atomic_fetch_or(&gp->sigthr, sigbit(s));
+	else
+		atomic_fetch_and(&gp->sigthr, ~sigbit(s));
 	atomic_fetch_or(&gp->sigpend, sigbit(s));
 	if (gp == getg())
 		return true;
@@ -853,7 +863,7 @@ static void route(int s, const siginfo_t *si)
 			(void)sys3(SYS_kill, getpid(), s, 0);
 		return;
 	}
-	if (!deliver(gp, s, si))
+	if (!deliver(gp, s, si, false))
 		stall(gp, s);
 }
 
@@ -873,7 +883,7 @@ static void take_ppend(struct g *gp)
 		unlock(&plock);
 		if (!s)
 			return;
-		deliver(gp, s, &si);
+		deliver(gp, s, &si, false);
 	}
 }
 
@@ -956,6 +966,7 @@ static int sig_run(void)
 		int s = __builtin_ctzll(pend) + 1;
 		if (!(atomic_fetch_and(&gp->sigpend, ~sigbit(s)) & sigbit(s)))
 			continue; /* the router took it (stall) */
+		atomic_fetch_and(&gp->sigthr, ~sigbit(s));
 		siginfo_t si = info_of(s);
 		int f = run_one(s, &si, &gp->sighold, atomic_load(&gp->sigmask));
 		if (f < 0)
@@ -1019,7 +1030,7 @@ int sig_send_g(struct g *gp, int s, int code, const union sigval *v)
 		sig_default(s); /* the default action is the whole process's */
 		return 0;
 	}
-	deliver(gp, s, &si);
+	deliver(gp, s, &si, true);
 	if (gp == getg())
 		sig_run();
 	return 0;
@@ -1353,6 +1364,7 @@ static int g_sigwait(const sigset_t *set, siginfo_t *info, int64_t deadline, boo
 		if (mine) { /* pending on this G (pthread_kill) */
 			int s = __builtin_ctzll(mine) + 1;
 			if (atomic_fetch_and(&gp->sigpend, ~sigbit(s)) & sigbit(s)) {
+				atomic_fetch_and(&gp->sigthr, ~sigbit(s));
 				if (info)
 					*info = info_of(s);
 				return s;
