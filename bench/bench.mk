@@ -14,8 +14,8 @@
 #                         instead, so the committed results are left alone
 #   make bench ONLY=echo  only the benchmarks whose id matches (a regex:
 #                         switch spawn parked chan_pingpong chan_buffered
-#                         mutex fib sleep sleep_pthreads echo_100 echo_1k
-#                         echo_10k); output to $(BUILD)/bench/partial/
+#                         mutex fib sleep sleep_pthreads signals echo_100
+#                         echo_1k echo_10k); output to $(BUILD)/bench/partial/
 # See bench/run.py for the table of benchmarks and their peers.
 #
 # Binaries: $(BUILD)/bench/weft/<name> for every bench/weft/<name>.c.
@@ -77,7 +77,7 @@ bench-mariadb: $(PRELOAD_SO) $(LAUNCHER)
 
 # Weft programs are built with -k: one that does not compile yet (another
 # engineer's work in progress) shows up as "not built", the rest still run.
-bench: all bench-peers $(BUILD)/bench/floors
+bench: all bench-peers $(BUILD)/bench/floors $(BUILD)/bench/siglat
 	@$(MAKE) --no-print-directory -k bench-weft || \
 		echo "bench: some weft benchmark programs did not build; they are reported as not built" >&2
 	BUILD=$(BUILD) python3 bench/run.py $(if $(filter-out 0,$(QUICK)),--quick) \

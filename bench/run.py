@@ -318,6 +318,39 @@ def benchmarks(quick):
         "under weft's LD_PRELOAD shim: wall time until all threads have slept 1 s and "
         "been joined (1000 ms is ideal).", warm=0 if quick else 1))
 
+    # ---- signals to threads, preloaded ------------------------------------
+    sl = f"{B}/bench/siglat"
+    out.append(Bench(
+        "signals", "Signals to threads, preloaded",
+        [Side("weft_pre_siglat", "weft", [sl], {"LD_PRELOAD": preload, "WEFT_MAXPROCS": 2},
+              needs=[sl, preload], timeout=300),
+         Side("native_siglat", "pthreads", [sl], timeout=300)],
+        [Figure("siglat_parked", "pthread_kill to handler start, thread parked in read",
+                "us", True, Ref("weft_pre_siglat", "parked_median_us"),
+                [Peer("pthreads", "the same binary, native threads",
+                      Ref("native_siglat", "parked_median_us"))], weft_label="weft preloaded"),
+         Figure("siglat_spin", "pthread_kill to handler start, thread computing",
+                "us", True, Ref("weft_pre_siglat", "spin_median_us"),
+                [Peer("pthreads", "the same binary, native threads",
+                      Ref("native_siglat", "spin_median_us"))], weft_label="weft preloaded"),
+         Figure("siglat_pingpong_nohandler", "read/write round trip, no handler installed",
+                "ns", True, Ref("weft_pre_siglat", "pingpong_nohandler_ns"),
+                [Peer("pthreads", "the same binary, native threads",
+                      Ref("native_siglat", "pingpong_nohandler_ns"))],
+                weft_label="weft preloaded"),
+         Figure("siglat_pingpong_handler", "read/write round trip, a handler installed",
+                "ns", True, Ref("weft_pre_siglat", "pingpong_handler_ns"),
+                [Peer("pthreads", "the same binary, native threads",
+                      Ref("native_siglat", "pingpong_handler_ns"))],
+                weft_label="weft preloaded")],
+        "An unmodified pthread program (bench/siglat.c) run natively and under weft's "
+        "LD_PRELOAD shim on 2 Ps: median time from pthread_kill to the first instruction "
+        "of the handler on a thread parked in read() and on one computing in "
+        "`while (!flag) ;` (1,000 rounds each), and a byte's round trip between two "
+        "threads over a socket pair with no handler installed, then with one installed "
+        "and never sent (what signal support costs a blocking call).",
+        warm=0, runs=1 if quick else 3))
+
     # ---- TCP echo -------------------------------------------------------
     conns = [100, 1000] if quick else [100, 1000, 10_000]
     dsecs, wsecs = sz(2, 1), sz(1, 0.5)

@@ -49,6 +49,13 @@ void blk_exit(void)
 {
 	int e = errno_get();
 	exitsyscall();
+	/* as the kernel on the way back from a call: the handlers of the
+	 * signals sent to this G meanwhile (the preload shim's; a call a
+	 * handler interrupted returns EINTR after them: sigasync.c) */
+	struct g *gp = getg();
+	if (unlikely(hook_sigrun != NULL) && gp &&
+	    atomic_load_explicit(&gp->sigpend, memory_order_relaxed))
+		(void)hook_sigrun();
 	errno_set(e);
 }
 

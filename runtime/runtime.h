@@ -172,7 +172,13 @@ struct g {
 	_Atomic uint64_t sigmask; /* blocked (pthread_sigmask); written by the G only */
 	_Atomic uint64_t sighold; /* also blocked while its handlers run (the G only) */
 	_Atomic uint64_t sigpend; /* sent to it, not yet handled (any thread sets) */
+	_Atomic uint64_t sigthr;  /* of sigpend, those sent to this G itself (pthread_kill,
+	                           * tgkill ...), not routed to it for the process */
 	_Atomic uint32_t cancel;  /* the shim's pthread_cancel state (cancel.c) */
+	uintptr_t sigrip;         /* the shim's: where a G stopped in user code to run
+	                           * a signal handler goes on (signal.c, async_run);
+	                           * written by the SIGWEFT handler on its M, read by
+	                           * the G on the same M just after */
 	void *splitctx;           /* split-stack context (splitstack.c) */
 	void *asan_fake;          /* ASan fake stack while switched out */
 	void *tsan_fiber;         /* TSan fiber */

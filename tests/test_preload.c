@@ -260,16 +260,21 @@ Test(errno_value, right_after_every_call, .timeout = 120)
  * output (tests/preload/sigintr.c: handlers interrupt parked calls with
  * EINTR, SA_RESTART, pthread_kill to a G, per-G masks, a storm of
  * SIGALRMs over 1,000 parked readers, sigwait beside busy threads). */
-static void sigintr(const char *name)
+static void sigintr_env(const char *name, const char *const env[])
 {
 	const char *a[] = { h_prog("sigintr"), name, NULL };
 	h_run(&N, a, NULL, NULL, 60);
 	cr_assert_eq(h_code(&N), 0, "natively: %s%s", N.out, N.err);
 	for (int procs = 1; procs <= 2; procs++) {
-		h_shim_run(&R, procs, a, NULL, NULL, 60);
+		h_shim_run(&R, procs, a, env, NULL, 60);
 		cr_expect_eq(h_code(&R), 0, "procs %d: %s%s", procs, R.out, R.err);
 		cr_expect_str_eq(R.out, N.out, "procs %d", procs);
 	}
+}
+
+static void sigintr(const char *name)
+{
+	sigintr_env(name, NULL);
 }
 
 #define SIGINTR(name)                                 \
@@ -285,11 +290,33 @@ SIGINTR(sleep)
 SIGINTR(nanosleep)
 SIGINTR(sem)
 SIGINTR(compute)
+/* a handler for a thread that computes runs on it at once (sigasync.c):
+ * pthread_kill to a thread in `while (!flag) ;`, one in a loop of libc
+ * calls, and the process's SIGALRM when its one taker computes */
+SIGINTR(spin)
+SIGINTR(spin_libc)
+SIGINTR(alarm_spin)
+/* siglongjmp out of a handler, three times; longjmp keeps it blocked */
+SIGINTR(longjmp)
 SIGINTR(restart)
 SIGINTR(kill_accept)
+/* and to a thread blocked in a call that holds its OS thread (waitpid) */
+SIGINTR(kill_waitpid)
+/* gettid is a thread's own; tgkill, syscall(SYS_tgkill), syscall(SYS_tkill) on it */
+SIGINTR(tgkill)
 SIGINTR(masks)
 SIGINTR(storm)
 SIGINTR(cancel)
+/* one thread in sigwait beside 10,000 busy ones */
+SIGINTR(sigwait_busy)
+
+/* the handler run on a G reads that G's __thread (thread-local storage
+ * of its own: WEFT_TLS=thread) */
+Test(signals, kill_tls, .timeout = 180)
+{
+	static const char *const env[] = { "WEFT_TLS=thread", NULL };
+	sigintr_env("kill_tls", env);
+}
 
 /* 50 threads in sigwait (with 1,000 others busy) park as Gs: they hold
  * no OS thread each (they would if sigwait blocked its thread). */

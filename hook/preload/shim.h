@@ -106,6 +106,23 @@ void sig_gend(struct g *gp) HIDDEN;
 uint64_t sig_inherit(void) HIDDEN;
 int sig_send_g(struct g *gp, int sig, int code, const union sigval *v) HIDDEN;
 
+/* SIGWEFT to thread tid of this process (a mask change for it, or a kick:
+ * sigasync.c); the router looks at its deadlines again. */
+void sig_tell(int tid) HIDDEN;
+void sig_router_poke(void) HIDDEN;
+
+/* ---- handlers for computing Gs (sigasync.c) --------------------------------- */
+
+#include <ucontext.h>
+void async_init(void) HIDDEN;
+/* In SIGWEFT's handler on an M: the G it runs takes its signals now. */
+void async_check(ucontext_t *uc) HIDDEN;
+/* gp has a signal to run and was not parked interruptibly: stop it. */
+void async_kick(struct g *gp) HIDDEN;
+/* The router: kick again whoever still has one; next time, or -1. */
+int64_t async_rescan(void) HIDDEN;
+void async_afterfork_child(void) HIDDEN;
+
 /* ---- cancellation (cancel.c) ---------------------------------------------- */
 
 /* pthread_cancel of gp (0); cancel_start wires the cancellation points. */

@@ -25,9 +25,13 @@
  *     stack: at once if it is the sender; else g_interrupt wakes it from
  *     an interruptible park (read, accept, poll, sleep, sem_wait ... see
  *     docs/preload.md), the handler runs and the call returns EINTR or
- *     goes on, as SA_RESTART and signal(7) say.  A G that is running,
- *     or parked where a thread would not be interrupted either (a mutex,
- *     a join), runs it at its next interruptible call or mask change.
+ *     goes on, as SA_RESTART and signal(7) say.  A G that is running
+ *     is stopped where it is and runs it at once, or a call it is
+ *     blocked in ends with EINTR (sigasync.c); one parked where a thread
+ *     would not be interrupted either (a mutex, a join) runs it after
+ *     it wakes (sigasync.c's rescan) or at its next interruptible call.
+ *   - gettid on a G is its own stable number, and tgkill / tkill /
+ *     syscall(SYS_tgkill) on it go to it (below).
  *
  * A signal P blocks stays pending for the process, as it would.  A
  * watcher G on a signalfd for P hears of each: Gs in sigwait* park until
@@ -42,7 +46,10 @@
 #include "shim.h"
 
 #include <fcntl.h>
+#include <setjmp.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <unistd.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -173,6 +180,7 @@ static void on_weft(int sig, siginfo_t *si, void *ucv)
 		weftsig = 1;
 	} else {
 		m_mask(&uc->uc_sigmask);
+		async_check(uc); /* a G computing here with a signal to run */
 	}
 	errno_set(e);
 }
@@ -190,7 +198,7 @@ static void install(void)
 /* SIGWEFT to a thread, its handler in place: code that resets every
  * handler with raw system calls (as Python's subprocess child does)
  * must not turn it into a killer. */
-static void tell(int tid)
+void sig_tell(int tid)
 {
 	struct sigaction cur;
 	if (sigaction(SIGWEFT, NULL, &cur) != 0 || !(cur.sa_flags & SA_SIGINFO) ||
@@ -199,6 +207,7 @@ static void tell(int tid)
 	if (tid > 0)
 		(void)sys3(SYS_tgkill, getpid(), tid, SIGWEFT);
 }
+#define tell sig_tell
 
 /* ---- runtime threads ----------------------------------------------------------- */
 
@@ -427,7 +436,15 @@ static int64_t run_stalled(void);
 static int64_t router_round(void)
 {
 	drain_locked();
-	return run_stalled();
+	int64_t a = run_stalled(), b = async_rescan();
+	return a < 0 ? b : b < 0 ? a : a < b ? a : b;
+}
+
+void sig_router_poke(void)
+{
+	struct pd *d = rpd;
+	if (d) /* the router recomputes its deadline */
+		pd_kick(d, PD_READ);
 }
 
 static void router(void *arg)
@@ -504,6 +521,7 @@ static int sig_run(void);
 void sig_start(void)
 {
 	install();
+	async_init();
 	sigset_t m;
 	REAL(pthread_sigmask)(SIG_SETMASK, NULL, &m);
 	atomic_store(&pbits, tobits(&m) & ~unblockable());
@@ -562,6 +580,7 @@ void sig_afterfork_child(void)
 	if (gp && gp->sigon) {
 		mt_add(atomic_load(&gp->sigmask), 1);
 		atomic_store(&gp->sigpend, 0);
+		atomic_store(&gp->sigthr, 0);
 	}
 	maing = gp;
 	ppend = 0;
@@ -572,6 +591,7 @@ void sig_afterfork_child(void)
 	}
 	rpd = NULL;
 	memset(stalls, 0, sizeof stalls);
+	async_afterfork_child();
 	if (rfd >= 0) {
 		(void)sys3(SYS_close, rfd, 0, 0);
 		rfd = -1;
@@ -701,6 +721,7 @@ void sig_gstart(struct g *gp, uint64_t mask, bool ismain)
 	atomic_store(&gp->sigmask, mask);
 	atomic_store(&gp->sighold, 0);
 	atomic_store(&gp->sigpend, 0);
+	atomic_store(&gp->sigthr, 0);
 	lock(&plock);
 	mt_add(mask, 1);
 	gp->sigon = true;
@@ -753,15 +774,24 @@ static siginfo_t ginfo[65];   /* the siginfo of the last signal of each number s
 /* s is pending on gp: if gp lets it through, its wait is interrupted.
  * true if gp runs it by itself soon: it is the caller, or it was parked
  * in an interruptible call and is woken. */
-static bool deliver(struct g *gp, int s, const siginfo_t *si)
+static bool deliver(struct g *gp, int s, const siginfo_t *si, bool thr)
 {
 	lock(&ilock);
 	ginfo[s] = *si;
 	unlock(&ilock);
+	if (thr)
+		atomic_fetch_or(&gp->sigthr, sigbit(s));
+	else
+		atomic_fetch_and(&gp->sigthr, ~sigbit(s));
 	atomic_fetch_or(&gp->sigpend, sigbit(s));
 	if (gp == getg())
 		return true;
-	return !(g_blocked(gp) & sigbit(s)) && g_interrupt(gp);
+	if (g_blocked(gp) & sigbit(s))
+		return false;
+	if (g_interrupt(gp))
+		return true;
+	async_kick(gp); /* it runs, or is parked where a thread would not be interrupted */
+	return false;
 }
 
 /* A process signal routed to a G that did not take it at once (it was
@@ -837,7 +867,7 @@ static void route(int s, const siginfo_t *si)
 			(void)sys3(SYS_kill, getpid(), s, 0);
 		return;
 	}
-	if (!deliver(gp, s, si))
+	if (!deliver(gp, s, si, false))
 		stall(gp, s);
 }
 
@@ -857,7 +887,7 @@ static void take_ppend(struct g *gp)
 		unlock(&plock);
 		if (!s)
 			return;
-		deliver(gp, s, &si);
+		deliver(gp, s, &si, false);
 	}
 }
 
@@ -940,6 +970,7 @@ static int sig_run(void)
 		int s = __builtin_ctzll(pend) + 1;
 		if (!(atomic_fetch_and(&gp->sigpend, ~sigbit(s)) & sigbit(s)))
 			continue; /* the router took it (stall) */
+		atomic_fetch_and(&gp->sigthr, ~sigbit(s));
 		siginfo_t si = info_of(s);
 		int f = run_one(s, &si, &gp->sighold, atomic_load(&gp->sigmask));
 		if (f < 0)
@@ -1003,7 +1034,7 @@ int sig_send_g(struct g *gp, int s, int code, const union sigval *v)
 		sig_default(s); /* the default action is the whole process's */
 		return 0;
 	}
-	deliver(gp, s, &si);
+	deliver(gp, s, &si, true);
 	if (gp == getg())
 		sig_run();
 	return 0;
@@ -1337,6 +1368,7 @@ static int g_sigwait(const sigset_t *set, siginfo_t *info, int64_t deadline, boo
 		if (mine) { /* pending on this G (pthread_kill) */
 			int s = __builtin_ctzll(mine) + 1;
 			if (atomic_fetch_and(&gp->sigpend, ~sigbit(s)) & sigbit(s)) {
+				atomic_fetch_and(&gp->sigthr, ~sigbit(s));
 				if (info)
 					*info = info_of(s);
 				return s;
@@ -1465,4 +1497,174 @@ HOOK int kill(pid_t pid, int sig)
 	if (!on_g() || pid != getpid())
 		return REAL(kill)(pid, sig);
 	return self_signal(sig);
+}
+
+/* ---- leaving a handler with longjmp -------------------------------------------------------- */
+
+/* A handler run on a G blocks its signal (and sa_mask) in g->sighold
+ * until it returns (run_one).  One that leaves with longjmp never
+ * returns: as the kernel, the G's mask is then what the jump says - the
+ * mask sigsetjmp saved (taken to be the G's own, the handler's blocks
+ * dropped, and what they held back is run now, as the kernel delivers
+ * it once glibc's siglongjmp has restored the mask), or, with no mask
+ * saved (setjmp), the mask as the handler ran with it. */
+static void jump_out(struct __jmp_buf_tag *env)
+{
+	struct g *gp = getg();
+	if (!on_g() || !gp->sigon)
+		return;
+	uint64_t hold = atomic_load(&gp->sighold);
+	if (!hold)
+		return;
+	atomic_store(&gp->sighold, 0);
+	sigset_t s;
+	frombits(env->__mask_was_saved ? 0 : hold, &s);
+	setp(SIG_BLOCK, &s, NULL); /* runs what is let through now */
+}
+
+DEFREAL(siglongjmp);
+DEFREAL(longjmp);
+DEFREAL(_longjmp);
+_Noreturn void __longjmp_chk(struct __jmp_buf_tag env[1], int val);
+DEFREAL(__longjmp_chk);
+
+HOOK _Noreturn void siglongjmp(sigjmp_buf env, int val)
+{
+	jump_out(env);
+	REAL(siglongjmp)(env, val);
+	__builtin_unreachable();
+}
+
+HOOK _Noreturn void longjmp(jmp_buf env, int val)
+{
+	jump_out(env);
+	REAL(longjmp)(env, val);
+	__builtin_unreachable();
+}
+
+HOOK _Noreturn void _longjmp(jmp_buf env, int val)
+{
+	jump_out(env);
+	REAL(_longjmp)(env, val);
+	__builtin_unreachable();
+}
+
+HOOK _Noreturn void __longjmp_chk(struct __jmp_buf_tag env[1], int val)
+{
+	jump_out(env);
+	REAL(__longjmp_chk)(env, val);
+	__builtin_unreachable();
+}
+
+/* ---- thread ids: gettid, tgkill, tkill ------------------------------------------------------ */
+
+/* A thread of the program that is a G has a tid of its own, stable
+ * wherever it runs: main's is the process id (as the kernel numbers the
+ * main thread; in a fork child, the forking thread's is the child's),
+ * every other's 2^29 + its G id (the number runtime/tls.c gives glibc in
+ * a G's own TCB).  Real tids are below 2^22 (PID_MAX_LIMIT), so none is
+ * ever a real thread's.  A tgkill / tkill to one goes to its G, as
+ * pthread_kill does. */
+#define GTID_BIT (1 << 29)
+
+static int g_tid(struct g *gp)
+{
+	return gp == maing ? getpid() : (int)(GTID_BIT | ((uint64_t)gp->id & (GTID_BIT - 1)));
+}
+
+struct tidfind {
+	int tid;
+	struct g *g;
+};
+
+static void tid_one(struct g *gp, void *arg)
+{
+	struct tidfind *k = arg;
+	if (!k->g && gp->sigon && gp != maing &&
+	    atomic_load_explicit(&gp->status, memory_order_relaxed) != G_DEAD && g_tid(gp) == k->tid)
+		k->g = gp;
+}
+
+/* The G whose tid is tid, or NULL (then it is a real thread's, or none). */
+static struct g *g_of_tid(int tid)
+{
+	if (!active)
+		return NULL;
+	if (tid == getpid()) {
+		lock(&plock);
+		struct g *mg = maing && maing->sigon ? maing : NULL;
+		unlock(&plock);
+		return mg;
+	}
+	if (tid < GTID_BIT)
+		return NULL;
+	struct tidfind k = { tid, NULL };
+	forEachG(tid_one, &k);
+	return k.g;
+}
+
+/* tgkill on a G's tid: -1 if it is not one (the kernel's call then),
+ * else 0 or an error number. */
+static int g_tgkill(pid_t tgid, pid_t tid, int sig)
+{
+	if (tgid != getpid())
+		return -1;
+	struct g *gp = g_of_tid(tid);
+	if (!gp)
+		return -1;
+	if (sig < 0 || sig >= NSIG || sig > 64)
+		return EINVAL;
+	return sig_send_g(gp, sig, SI_TKILL, NULL);
+}
+
+DEFREAL(gettid);
+DEFREAL(tgkill);
+DEFREAL(syscall);
+
+HOOK pid_t gettid(void)
+{
+	struct g *gp = getg();
+	if (!on_g() || !gp->sigon)
+		return REAL(gettid)();
+	return g_tid(gp);
+}
+
+HOOK int tgkill(pid_t tgid, pid_t tid, int sig)
+{
+	int e = FROM_SHIM() ? -1 : g_tgkill(tgid, tid, sig);
+	if (e < 0)
+		return REAL(tgkill)(tgid, tid, sig);
+	if (e) {
+		errno_set(e);
+		return -1;
+	}
+	return 0;
+}
+
+/* syscall(2) itself, for the three calls above only (a program that
+ * asks the kernel for its tid directly must get the same number); every
+ * other number goes straight to glibc's.  glibc's syscall takes six
+ * arguments whatever the call: so do we. */
+HOOK long syscall(long n, ...)
+{
+	va_list ap;
+	va_start(ap, n);
+	long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);
+	long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
+	va_end(ap);
+	if (!FROM_SHIM() && active && (n == SYS_gettid || n == SYS_tgkill || n == SYS_tkill)) {
+		struct g *gp = getg();
+		if (n == SYS_gettid && on_g() && gp->sigon)
+			return g_tid(gp);
+		int r = n == SYS_gettid ? -1
+			: n == SYS_tgkill ? g_tgkill((pid_t)a, (pid_t)b, (int)c)
+					  : g_tgkill(getpid(), (pid_t)a, (int)b);
+		if (r == 0)
+			return 0;
+		if (r > 0) {
+			errno_set(r);
+			return -1;
+		}
+	}
+	return REAL(syscall)(n, a, b, c, d, e, f);
 }

@@ -8,7 +8,7 @@
  * (EBADF) - and check errno each time.  Other threads set errno to junk
  * meanwhile on whatever OS thread they run on.  Under weft each thread
  * is a G that parks in those calls and may come back on another OS
- * thread; the program counts how often (gettid changed).
+ * thread; the program counts how often (/proc/thread-self changed).
  *
  * Prints "iterations=N errno_mismatches=M migrations=K"; exit 0 if M == 0.
  */
@@ -23,6 +23,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -35,9 +36,17 @@ static atomic_long iterations, mismatches, migrations;
 static atomic_int stop;
 static int closed_port;
 
+/* The OS thread this runs on: /proc/thread-self names it ("PID/task/TID")
+ * - not gettid(), which under weft is the thread's own stable number. */
 static int tid(void)
 {
-	return (int)syscall(SYS_gettid);
+	char link[64];
+	ssize_t n = readlink("/proc/thread-self", link, sizeof link - 1);
+	if (n <= 0)
+		return -1;
+	link[n] = 0;
+	char *slash = strrchr(link, '/');
+	return slash ? atoi(slash + 1) : -1;
 }
 
 static void bad(const char *what, int got, int want)

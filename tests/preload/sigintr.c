@@ -5,20 +5,24 @@
  *
  * sigintr CASE: prints one line per check ("ok ..." or "FAIL ...") and
  * exits 0 if all held.  Cases: read, accept, poll, sleep, nanosleep,
- * sem, compute, restart, kill_accept, masks, storm, sigwait, cancel.
+ * sem, compute, spin, spin_libc, alarm_spin, longjmp, restart, kill_accept,
+ * kill_tls, kill_waitpid, tgkill, masks, storm, sigwait, sigwait_busy, cancel.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <netinet/in.h>
 #include <time.h>
 #include <unistd.h>
@@ -196,6 +200,155 @@ static void case_compute(void)
 	say("a handler runs while main waits in a join", handled == 2);
 }
 
+/* ---- a thread that computes takes its signal at once --------------------------------- */
+
+static volatile sig_atomic_t spin_flag;
+static atomic_int spin_ready;
+static pthread_t spin_ran_on;
+
+static void on_spin(int s)
+{
+	(void)s;
+	spin_ran_on = pthread_self();
+	spin_flag = 1;
+}
+
+static void *spinner(void *arg)
+{
+	(void)arg;
+	spin_ready = 1;
+	while (!spin_flag) /* no call at all: only a handler run here ends it */
+		;
+	return NULL;
+}
+
+static void *spinner_libc(void *arg)
+{
+	(void)arg;
+	spin_ready = 1;
+	while (!spin_flag) /* most of its time in the C library */
+		(void)getppid();
+	return NULL;
+}
+
+/* ROUNDS times: a thread spins until its SIGUSR1 handler (sent by
+ * pthread_kill from main) sets the flag; the handler ran on it */
+static void spin_rounds(void *(*fn)(void *), int rounds, const char *what)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_spin;
+	sigaction(SIGUSR1, &sa, NULL);
+	int on_it = 0;
+	for (int r = 0; r < rounds; r++) {
+		spin_flag = 0;
+		spin_ready = 0;
+		pthread_t t;
+		pthread_create(&t, NULL, fn, NULL);
+		while (!spin_ready)
+			usleep(1000);
+		if (r % 2)
+			usleep(1000 * (r % 7)); /* now and then well into its loop */
+		pthread_kill(t, SIGUSR1);
+		pthread_join(t, NULL);
+		on_it += pthread_equal(spin_ran_on, t) != 0;
+	}
+	char line[128];
+	snprintf(line, sizeof line, "%s: pthread_kill stops it %d times, the handler on it", what,
+		 rounds);
+	say(line, on_it == rounds);
+}
+
+static void case_spin(void)
+{
+	spin_rounds(spinner, 100, "spin");
+}
+
+static void case_spin_libc(void)
+{
+	spin_rounds(spinner_libc, 20, "spin calling getppid");
+}
+
+/* the process's SIGALRM, when the one thread that takes it computes */
+static void *alarm_spinner(void *arg)
+{
+	sigset_t s;
+	sigemptyset(&s);
+	sigaddset(&s, SIGALRM);
+	pthread_sigmask(SIG_UNBLOCK, &s, NULL);
+	return spinner(arg);
+}
+
+static void case_alarm_spin(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_spin;
+	sigaction(SIGALRM, &sa, NULL);
+	sigset_t s, old;
+	sigemptyset(&s);
+	sigaddset(&s, SIGALRM);
+	pthread_sigmask(SIG_BLOCK, &s, &old); /* main (waiting in join) does not take it */
+	pthread_t t;
+	pthread_create(&t, NULL, alarm_spinner, NULL);
+	while (!spin_ready)
+		usleep(1000);
+	alarm_ms(100);
+	pthread_join(t, NULL);
+	say("alarm: the one thread that takes SIGALRM computes; its handler stops it", spin_flag);
+	say("alarm: the handler ran on it", pthread_equal(spin_ran_on, t));
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* ---- a handler that leaves with siglongjmp (the old timeout idiom) ------------------------ */
+
+static sigjmp_buf jb;
+static jmp_buf jb0;
+
+static void on_jump(int s)
+{
+	(void)s;
+	siglongjmp(jb, 1);
+}
+
+static void on_jump0(int s)
+{
+	(void)s;
+	longjmp(jb0, 1);
+}
+
+static void case_longjmp(void)
+{
+	int sv[2];
+	socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_jump;
+	sigaction(SIGALRM, &sa, NULL);
+	volatile int timeouts = 0;
+	char c;
+	for (volatile int i = 0; i < 3; i++) {
+		if (sigsetjmp(jb, 1) == 0) {
+			alarm_ms(50);
+			(void)read(sv[0], &c, 1);
+		} else {
+			timeouts++;
+		}
+	}
+	sigset_t m;
+	pthread_sigmask(SIG_SETMASK, NULL, &m);
+	say("siglongjmp out of a handler: three timeouts", timeouts == 3);
+	say("siglongjmp: the saved mask is back", !sigismember(&m, SIGALRM));
+	sa.sa_handler = on_jump0;
+	sigaction(SIGALRM, &sa, NULL);
+	if (setjmp(jb0) == 0) {
+		alarm_ms(50);
+		(void)read(sv[0], &c, 1);
+	}
+	pthread_sigmask(SIG_SETMASK, NULL, &m);
+	say("longjmp without a saved mask: the signal stays blocked", sigismember(&m, SIGALRM));
+}
+
 /* ---- SA_RESTART: read goes on, poll does not --------------------------------------- */
 
 static int restart_fd;
@@ -269,6 +422,171 @@ static void case_kill_accept(void)
 	say("pthread_kill: the handler ran on the worker", n >= 1 && mine);
 }
 
+/* the handler sees the thread's own thread-local variables (run under
+ * weft with WEFT_TLS=thread: with shared TLS it sees its OS thread's) */
+static __thread int tls_mine;
+static atomic_int tls_seen[4];
+
+static void on_tls(int s)
+{
+	(void)s;
+	for (int i = 0; i < 4; i++) {
+		int z = 0;
+		if (atomic_compare_exchange_strong(&tls_seen[i], &z, tls_mine))
+			break;
+	}
+}
+
+static void *tls_acceptor(void *arg)
+{
+	tls_mine = (int)(long)arg;
+	return acceptor(arg);
+}
+
+static void case_kill_tls(void)
+{
+	listener = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	bind(listener, (struct sockaddr *)&a, sizeof a);
+	listen(listener, 8);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_tls;
+	sigaction(SIGUSR1, &sa, NULL);
+	tls_mine = 1;
+	pthread_t t;
+	pthread_create(&t, NULL, tls_acceptor, (void *)77L);
+	while (!worker_ready)
+		usleep(1000);
+	while (!worker_done) {
+		usleep(20000);
+		if (!worker_done)
+			pthread_kill(t, SIGUSR1);
+	}
+	pthread_join(t, NULL);
+	say("kill_tls: accept -1 EINTR", worker_done == 1);
+	say("kill_tls: the handler read the worker's __thread", tls_seen[0] == 77);
+}
+
+/* ---- gettid and tgkill: a thread's id, and a signal to it ------------------------------------ */
+
+static atomic_int tid_worker, tid_ready, tid_result, tid_stable;
+static int tid_fd;
+static pthread_t tid_ran_on;
+
+static void on_tid(int s)
+{
+	(void)s;
+	tid_ran_on = pthread_self();
+}
+
+static void *tid_reader(void *arg)
+{
+	(void)arg;
+	pid_t me = gettid();
+	int same = (pid_t)syscall(SYS_gettid) == me;
+	for (int i = 0; i < 20; i++) /* parks: may go on on another OS thread */
+		usleep(1000);
+	same &= gettid() == me;
+	tid_stable = same;
+	tid_worker = me;
+	tid_ready = 1;
+	char c;
+	ssize_t n = read(tid_fd, &c, 1);
+	tid_result = n == -1 && err() == EINTR ? 1 : 2;
+	return NULL;
+}
+
+/* how: 0 tgkill(), 1 syscall(SYS_tgkill), 2 syscall(SYS_tkill) */
+static void tid_round(int how, const char *what)
+{
+	tid_ready = tid_result = 0;
+	tid_ran_on = 0;
+	pthread_t t;
+	pthread_create(&t, NULL, tid_reader, NULL);
+	while (!tid_ready)
+		usleep(1000);
+	pid_t tid = tid_worker;
+	int alive = tgkill(getpid(), tid, 0) == 0;
+	while (!tid_result) { /* the first may come before it parks in read */
+		int r = how == 0   ? tgkill(getpid(), tid, SIGUSR1)
+			: how == 1 ? (int)syscall(SYS_tgkill, getpid(), tid, SIGUSR1)
+				   : (int)syscall(SYS_tkill, tid, SIGUSR1);
+		if (r != 0)
+			break;
+		usleep(20000);
+	}
+	pthread_join(t, NULL);
+	char line[128];
+	snprintf(line, sizeof line, "%s: read -1 EINTR, the handler on the thread", what);
+	say(line, alive && tid_result == 1 && pthread_equal(tid_ran_on, t));
+}
+
+static void case_tgkill(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_tid;
+	sigaction(SIGUSR1, &sa, NULL);
+	int sv[2];
+	socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+	tid_fd = sv[0];
+	say("gettid: main's is the process id", gettid() == getpid());
+	say("gettid: syscall(SYS_gettid) agrees", (pid_t)syscall(SYS_gettid) == gettid());
+	tid_round(0, "tgkill");
+	say("gettid: a thread's is its own and stays the same",
+	    tid_stable && tid_worker != getpid());
+	pid_t first = tid_worker;
+	tid_round(1, "syscall(SYS_tgkill)");
+	say("gettid: another thread has another", tid_worker != first);
+	tid_round(2, "syscall(SYS_tkill)");
+	errno = 0;
+	say("tgkill of a thread that has ended: ESRCH",
+	    tgkill(getpid(), tid_worker, 0) == -1 && err() == ESRCH);
+}
+
+/* pthread_kill to a thread blocked in waitpid (a call that blocks its OS
+ * thread under weft too): -1 EINTR, the handler on it */
+static atomic_int wp_ready, wp_result;
+static pid_t wp_child;
+
+static void *wp_waiter(void *arg)
+{
+	(void)arg;
+	wp_ready = 1;
+	int st;
+	pid_t r = waitpid(wp_child, &st, 0);
+	wp_result = r == -1 && err() == EINTR ? 1 : 2;
+	return NULL;
+}
+
+static void case_kill_waitpid(void)
+{
+	catch(SIGUSR1, 0);
+	wp_child = fork();
+	if (wp_child == 0) {
+		sleep(30);
+		_exit(0);
+	}
+	pthread_t t;
+	pthread_create(&t, NULL, wp_waiter, NULL);
+	while (!wp_ready)
+		usleep(1000);
+	while (!wp_result) {
+		usleep(20000);
+		if (!wp_result)
+			pthread_kill(t, SIGUSR1);
+	}
+	pthread_join(t, NULL);
+	kill(wp_child, SIGKILL);
+	waitpid(wp_child, NULL, 0);
+	say("pthread_kill: waitpid -1 EINTR", wp_result == 1);
+	int n = handled, mine = 1;
+	for (int i = 0; i < n && i < 64; i++)
+		mine &= pthread_equal(handler_self[i], t);
+	say("pthread_kill: the handler ran on the waiter", n >= 1 && mine);
+}
+
 /* ---- per-thread masks: the one thread that takes it ---------------------------------------- */
 
 #define NW 4
@@ -331,16 +649,17 @@ static void case_masks(void)
 /* ---- 1,000 readers, SIGALRM every millisecond -------------------------------------------- */
 
 #define NR 1000
-#define ROUNDS 20
+#define STORM_SECS 5
 static int rs[NR][2];
 static atomic_long eintrs, bytes;
 
+/* reads until end of file (main closes its end after the storm) */
 static void *storm_reader(void *arg)
 {
 	long i = (long)arg;
 	long got = 0;
 	char buf[64];
-	while (got < ROUNDS) {
+	for (;;) {
 		ssize_t n = read(rs[i][0], buf, sizeof buf);
 		if (n > 0)
 			got += n;
@@ -373,21 +692,28 @@ static void case_storm(void)
 	}
 	struct itimerval it = { { 0, 1000 }, { 0, 1000 } };
 	setitimer(ITIMER_REAL, &it, NULL);
-	for (int r = 0; r < ROUNDS; r++) {
+	/* a byte to each reader every 20 ms for 5 s, SIGALRM every 1 ms */
+	long rounds = 0;
+	double end = now() + STORM_SECS;
+	while (now() < end) {
 		for (int i = 0; i < NR; i++)
 			if (write(rs[i][1], "x", 1) != 1)
 				exit(3);
+		rounds++;
 		usleep(20000);
 	}
+	for (int i = 0; i < NR; i++)
+		close(rs[i][1]);
 	for (int i = 0; i < NR; i++)
 		pthread_join(t[i], NULL);
 	struct itimerval off = { { 0, 0 }, { 0, 0 } };
 	setitimer(ITIMER_REAL, &off, NULL);
-	say("storm: every byte read", bytes == (long)NR * ROUNDS);
+	say("storm: every byte read", bytes == (long)NR * rounds);
 	say("storm: handlers ran", handled > 0);
 	say("storm: every EINTR had its handler", eintrs <= handled);
 	if (getenv("SIGINTR_VERBOSE"))
-		fprintf(stderr, "handled %d eintrs %ld\n", (int)handled, (long)eintrs);
+		fprintf(stderr, "rounds %ld handled %d eintrs %ld\n", rounds, (int)handled,
+			(long)eintrs);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
@@ -462,6 +788,63 @@ static void case_sigwait(void)
 	for (int i = 0; i < NBUSY; i++)
 		pthread_join(b[i], NULL);
 	say("sigwait: 50 threads took one each", waited == NWAIT);
+}
+
+/* one thread dedicated to sigwait (the common server pattern) while
+ * 10,000 others compute and sleep */
+#define NBUSY2 10000
+#define NSIGS 100
+static atomic_int got2;
+
+static void *sigwaiter(void *arg)
+{
+	sigset_t *set = arg;
+	for (int i = 0; i < NSIGS; i++) {
+		int sig = 0;
+		if (sigwait(set, &sig) == 0 && sig == SIGUSR1)
+			got2++;
+	}
+	return NULL;
+}
+
+static void *busy2(void *arg)
+{
+	(void)arg;
+	volatile unsigned long x = 0;
+	while (!stop) { /* ~10% of a CPU for all 10,000 */
+		for (int i = 0; i < 2000; i++)
+			x++;
+		usleep(100000);
+	}
+	return NULL;
+}
+
+static void case_sigwait_busy(void)
+{
+	static sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &set, NULL); /* every thread blocks it */
+	pthread_attr_t a;
+	pthread_attr_init(&a);
+	pthread_attr_setstacksize(&a, 64 * 1024);
+	static pthread_t b[NBUSY2];
+	pthread_t w;
+	pthread_create(&w, &a, sigwaiter, &set);
+	int made = 0;
+	for (int i = 0; i < NBUSY2; i++)
+		made += pthread_create(&b[i], &a, busy2, NULL) == 0;
+	for (int i = 0; i < NSIGS; i++) { /* one at a time: standard signals do not queue */
+		kill(getpid(), SIGUSR1);
+		while (got2 <= i)
+			usleep(1000);
+	}
+	pthread_join(w, NULL);
+	stop = 1;
+	for (int i = 0; i < made; i++)
+		pthread_join(b[i], NULL);
+	say("sigwait_busy: 10,000 busy threads made", made == NBUSY2);
+	say("sigwait_busy: the signal thread took every one", got2 == NSIGS);
 }
 
 /* ---- pthread_cancel: a parked thread unwinds ------------------------------------------------- */
@@ -562,11 +945,19 @@ static const struct {
 	{ "nanosleep", case_nanosleep },
 	{ "sem", case_sem },
 	{ "compute", case_compute },
+	{ "spin", case_spin },
+	{ "spin_libc", case_spin_libc },
+	{ "alarm_spin", case_alarm_spin },
+	{ "longjmp", case_longjmp },
 	{ "restart", case_restart },
 	{ "kill_accept", case_kill_accept },
+	{ "kill_tls", case_kill_tls },
+	{ "kill_waitpid", case_kill_waitpid },
+	{ "tgkill", case_tgkill },
 	{ "masks", case_masks },
 	{ "storm", case_storm },
 	{ "sigwait", case_sigwait },
+	{ "sigwait_busy", case_sigwait_busy },
 	{ "cancel", case_cancel },
 };
 
