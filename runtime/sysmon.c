@@ -296,6 +296,9 @@ int weft_stats(weft_stats_t *st)
 	st->hog_handoffs = atomic_load(&sched.nhogretake);
 	st->preempts = atomic_load(&sched.npreempt);
 	st->timers_rescued = atomic_load(&sched.ntimersrescued);
+	st->kernel_waits = atomic_load(&sched.nsyscallwait);
+	st->netpolls = atomic_load(&sched.nnetpoll);
+	st->sysmon_wakeups = atomic_load(&sched.nsysmonwake);
 	return 0;
 }
 
