@@ -172,7 +172,7 @@ static bool kwait_begin(struct g *gp, const sigset_t *ss, int64_t deadline, int6
 
 static void kwait_end(void)
 {
-	blk_exit();
+	exitsyscallwait(); /* errno: untouched by the raw call and by this */
 }
 
 /* After a kernel wait that returned r: true if r is the call's answer

@@ -1356,8 +1356,12 @@ bool entersyscallwait(int64_t *until)
 	if (!runqempty(pp) || atomic_load(&sched.runqsize) != 0 ||
 	    (atomic_load_explicit(&pp->flags, memory_order_relaxed) & (PF_PREEMPT | PF_LENT)))
 		return false;
-	/* the network needs a watcher other than us: an idle P's M polls */
-	if (atomic_load(&netpollwaiters) > 0 && atomic_load(&sched.npidle) == 0)
+	/* Gs parked on the netpoller need a P that is not waiting in the
+	 * kernel like us: an idle P's M blocks in netpoll, a running one
+	 * polls whenever it looks for work (sysmon polls after 10 ms if
+	 * every P is stuck some other way) */
+	if (atomic_load(&netpollwaiters) > 0 &&
+	    atomic_load(&sched.nkwait) + 1 >= atomic_load(&sched.gomaxprocs))
 		return false;
 	int64_t t0 = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
 	if (t0) {
@@ -1367,8 +1371,15 @@ bool entersyscallwait(int64_t *until)
 			*until = t0;
 	}
 	atomic_fetch_add_explicit(&sched.nsyscallwait, 1, memory_order_relaxed);
+	atomic_fetch_add(&sched.nkwait, 1);
 	entersyscall();
 	return true;
+}
+
+void exitsyscallwait(void)
+{
+	atomic_fetch_sub(&sched.nkwait, 1);
+	exitsyscall();
 }
 
 void exitsyscall(void)

@@ -333,6 +333,7 @@ struct sched {
 	_Atomic int64_t nhogretake;   /* sysmon: Ps retaken from Gs running > 10 ms */
 	_Atomic int64_t npreempt;     /* sysmon: preempt requests */
 	_Atomic int64_t ntimersrescued; /* timers fired by a thread not holding their P */
+	_Atomic int32_t nkwait;        /* Gs waiting in the kernel now (entersyscallwait) */
 	_Atomic int64_t nsyscallwait;  /* fd waits made in the kernel on the G's M (entersyscallwait) */
 	_Atomic int64_t nnetpoll;      /* epoll waits of the netpoller (any timeout) */
 	_Atomic int64_t nsysmonwake;   /* sysmon rounds (each one sleep) */
@@ -398,6 +399,8 @@ void entersyscallblock(void);
  * lowered to the P's earliest timer: the caller returns from the kernel
  * by then and looks again.  false: park as usual. */
 bool entersyscallwait(int64_t *until);
+/* After the call entersyscallwait allowed (exitsyscall for it). */
+void exitsyscallwait(void);
 
 /* Runtime entry from user code on a G (rt_enter's slow part). */
 void enterruntime(struct m *m);
