@@ -344,6 +344,9 @@ static long g_select(int nfds, fd_set *rs, fd_set *ws, fd_set *es, int64_t deadl
 				break;
 			continue;
 		}
+		/* the sets as the caller gave them: an earlier ask or kernel
+		 * wait that found nothing has cleared them */
+		sets_restore(sets, copy, bytes);
 		s.n = 0;
 		for (int fd = 0; fd < nfds; fd++) {
 			unsigned dirs = (isset(rs, fd) || isset(es, fd) ? PD_READ : 0) |
@@ -351,7 +354,6 @@ static long g_select(int nfds, fd_set *rs, fd_set *ws, fd_set *es, int64_t deadl
 			if (dirs)
 				fdset_add(&s, fd, dirs);
 		}
-		sets_restore(sets, copy, bytes);
 		r = sys6(SYS_pselect6, nfds, (long)rs, (long)ws, (long)es, (long)&zero, (long)&sig);
 		if (r != 0 || s.unpollable || (w = fdset_wait(&s, deadline)) <= 0)
 			break;
