@@ -106,8 +106,9 @@ G_TEST(hook_kwait, event_loop_waits_in_kernel, 60)
 	return 0;
 }
 
-/* The control: WEFT_DEBUG=kwait=0 parks every wait, and the netpoller
- * runs about once per message (what the counts above tell apart). */
+/* The control: WEFT_DEBUG=kwait=0 parks every wait that finds nothing
+ * ready (about half of them here), and the netpoller runs once per park:
+ * far more than the test above allows. */
 G_TEST_ENV(hook_kwait, parked_waits_netpoll_per_message, env_nokwait, 60)
 {
 	(void)argc, (void)argv;
@@ -116,7 +117,7 @@ G_TEST_ENV(hook_kwait, parked_waits_netpoll_per_message, env_nokwait, 60)
 	CHECK(serve(W_EPOLL) == 0);
 	stats(&b);
 	int64_t kw = b.kernel_waits - a.kernel_waits, np = b.netpolls - a.netpolls;
-	if (kw != 0 || np < NMSG / 2) {
+	if (kw != 0 || np <= NMSG / 10) { /* more than the test above allows */
 		fprintf(stderr, "kwait=0: %lld kernel waits, %lld netpolls for %d messages\n",
 			(long long)kw, (long long)np, NMSG);
 		CHECK(0);
