@@ -121,9 +121,22 @@ $(AR_LIB): $(LIB_OBJ) $(SO) $(JEMALLOC_A)
 	objcopy --keep-global-symbols=$(BUILD)/obj/weft.syms $(BUILD)/obj/weft-all.o $(BUILD)/obj/weft-keep.o
 	rm -f $@ && ar rcs $@ $(BUILD)/obj/weft-keep.o
 
-$(PRELOAD_SO): $(LIB_OBJ) $(PRELOAD_OBJ) $(JEMALLOC_A) $(UNWIND_SO) $(FLAGS_STAMP)
+# jemalloc's constructor initialises it as the library loads (~63,000
+# instructions and a dozen system calls: /etc/malloc.conf, overcommit,
+# THP, a 2 MiB chunk) in every process the shim is preloaded into, also
+# the many that never allocate through it (docs/preload.md, Start-up).
+# The shim links a copy without that constructor: jemalloc initialises at
+# its first allocation instead (every entry point calls malloc_init).
+JEMALLOC_LAZY_A := $(BUILD)/obj/jemalloc-lazy/libjemalloc_lazy.a
+$(JEMALLOC_LAZY_A): $(JEMALLOC_A)
+	@rm -rf $(@D) && mkdir -p $(@D)
+	cd $(@D) && ar x $(abspath $(JEMALLOC_A)) && for o in *.o; do \
+		objcopy --remove-section=.init_array --remove-section=.rela.init_array $$o; done
+	ar rcs $@ $(@D)/*.o
+
+$(PRELOAD_SO): $(LIB_OBJ) $(PRELOAD_OBJ) $(JEMALLOC_LAZY_A) $(UNWIND_SO) $(FLAGS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(SO_LDFLAGS) -o $@ $(LIB_OBJ) $(PRELOAD_OBJ) $(JEMALLOC_A) \
+	$(CC) $(SO_LDFLAGS) -o $@ $(LIB_OBJ) $(PRELOAD_OBJ) $(JEMALLOC_LAZY_A) \
 		-Wl,-soname,libweft_preload.so $(LIBS)
 
 $(LAUNCHER): tools/weft.c $(FLAGS_STAMP)

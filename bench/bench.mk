@@ -85,7 +85,15 @@ bench: all bench-peers $(BUILD)/bench/floors
 		echo "bench: some weft benchmark programs did not build; they are reported as not built" >&2
 	BUILD=$(BUILD) python3 bench/run.py $(if $(filter-out 0,$(QUICK)),--quick) \
 		$(if $(ONLY),--only '$(ONLY)')
+	$(if $(ONLY),,BUILD=$(BUILD) python3 bench/startup.py $(if $(filter-out 0,$(QUICK)),1 50,5 200))
 	$(if $(ONLY),,@$(MAKE) --no-print-directory bench-evloop)
+
+# What `weft run` costs a tree of short programs: sh -c '200 x /bin/true'
+# natively, under weft run (lazy start), WEFT_START=eager, --no-children
+# (docs/preload.md, Start-up); part of make bench
+.PHONY: bench-startup
+bench-startup: $(PRELOAD_SO) $(LAUNCHER)
+	BUILD=$(BUILD) python3 bench/startup.py
 
 # Event-loop servers from Debian, natively and under weft run in one run,
 # side by side as ratios (each skips when its programs are not installed):

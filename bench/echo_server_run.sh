@@ -2,7 +2,7 @@
 # echo_server_run.sh -- measure one echo server under loadgen.
 #
 #   bench/echo_server_run.sh [-n NAME] [-c CONNS] [-d SECS] [-w WARMUP]
-#                            [-s MSGSIZE] [-l LOADGEN] [--] SERVER_CMD [ARG...]
+#                            [-s MSGSIZE] [-l LOADGEN] [-L] [--] SERVER_CMD [ARG...]
 #
 # Starts SERVER_CMD pinned to CPU 0 (it must print "listening on PORT" on
 # stdout, pick its own port, and must exec rather than fork: its PID is
@@ -21,16 +21,16 @@
 set -u
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-name="" conns=1000 secs=3 warm=1 size=64
+name="" conns=1000 secs=3 warm=1 size=64 lines=
 loadgen="$root/${BUILD:-build}/bench/loadgen"
 
 usage() {
 	echo "usage: $0 [-n NAME] [-c CONNS] [-d SECS] [-w WARMUP] [-s MSGSIZE]" \
-		"[-l LOADGEN] [--] SERVER_CMD [ARG...]" >&2
+		"[-l LOADGEN] [-L] [--] SERVER_CMD [ARG...]" >&2
 	exit 2
 }
 
-while getopts "n:c:d:w:s:l:" opt; do
+while getopts "n:c:d:w:s:l:L" opt; do
 	case $opt in
 	n) name=$OPTARG ;;
 	c) conns=$OPTARG ;;
@@ -38,6 +38,7 @@ while getopts "n:c:d:w:s:l:" opt; do
 	w) warm=$OPTARG ;;
 	s) size=$OPTARG ;;
 	l) loadgen=$OPTARG ;;
+	L) lines=-L ;;
 	*) usage ;;
 	esac
 done
@@ -91,7 +92,7 @@ fi
 # is a backstop.
 limit=$(awk -v w="$warm" -v d="$secs" 'BEGIN { printf "%d", w + d + 60 }')
 line=$(timeout -k 5 "$limit" taskset -c 1 "$loadgen" -p "$port" \
-	-c "$conns" -d "$secs" -w "$warm" -s "$size" -P "$spid")
+	-c "$conns" -d "$secs" -w "$warm" -s "$size" -P "$spid" $lines)
 rc=$?
 
 field() {

@@ -2,7 +2,7 @@
  * loadgen -- closed-loop TCP echo load generator (single thread, epoll).
  *
  *   loadgen -p PORT [-c CONNS] [-d SECONDS] [-s MSGSIZE] [-w WARMUP]
- *           [-P SERVER_PID]
+ *           [-P SERVER_PID] [-L]
  *
  * Ramp-up: opens CONNS connections to 127.0.0.1:PORT; each sends one
  * probe message as soon as it connects and then idles once the probe is
@@ -21,6 +21,8 @@
  *
  * client_cpu_us is loadgen's own CPU time over the measured interval: if
  * it is close to secs * 1e6, the load generator itself was the limit.
+ * -L: each message is a line (its last byte '\n', no other, and no NUL),
+ * for servers that read with fgets and write with fputs.
  * Defaults: 100 connections, 5 s, 64-byte messages, 1 s warm-up.
  * connected counts connections that completed a first echo.
  *
@@ -137,6 +139,7 @@ static double hist_pct(double p)
 
 static struct conn *conns;
 static int nconns, msgsize = 64, port;
+static int lines; /* -L: messages are lines */
 static int epfd, inflight, nstarted, nwaiting;
 static uint64_t connected, errors, mismatched, msgs;
 static int measuring;
@@ -160,8 +163,12 @@ static void fill(unsigned char *p, uint32_t id, uint32_t seq,
 	uint32_t x = (id + 1) * 0x9E3779B1u ^ (seq + 1) * 0x85EBCA77u;
 	uint32_t i;
 
-	for (i = off; i < off + len; i++)
-		*p++ = (unsigned char)((x >> (8 * (i & 3))) + (i >> 2));
+	for (i = off; i < off + len; i++) {
+		unsigned char b = (unsigned char)((x >> (8 * (i & 3))) + (i >> 2));
+		if (lines)
+			b = i == (uint32_t)msgsize - 1 ? '\n' : b == '\n' ? 'n' : b == 0 ? '0' : b;
+		*p++ = b;
+	}
 }
 
 /* Give up on a connection for good and count it as an error. */
@@ -365,7 +372,7 @@ static void ramp(int64_t now)
 static void usage(void)
 {
 	fprintf(stderr, "usage: loadgen -p PORT [-c CONNS] [-d SECONDS] "
-		"[-s MSGSIZE] [-w WARMUP_SECONDS] [-P SERVER_PID]\n");
+		"[-s MSGSIZE] [-w WARMUP_SECONDS] [-P SERVER_PID] [-L]\n");
 	exit(2);
 }
 
@@ -445,7 +452,7 @@ int main(int argc, char **argv)
 	int opt, i, ok, spid = 0;
 
 	nconns = 100;
-	while ((opt = getopt(argc, argv, "p:c:d:s:w:P:")) != -1) {
+	while ((opt = getopt(argc, argv, "p:c:d:s:w:P:L")) != -1) {
 		switch (opt) {
 		case 'p': port = atoi(optarg); break;
 		case 'c': nconns = atoi(optarg); break;
@@ -453,6 +460,7 @@ int main(int argc, char **argv)
 		case 's': msgsize = atoi(optarg); break;
 		case 'w': warm = atof(optarg); break;
 		case 'P': spid = atoi(optarg); break;
+		case 'L': lines = 1; break;
 		default: usage();
 		}
 	}

@@ -8,7 +8,10 @@
 # DEMO_RUNS times each (default 3), alternating, and prints side by side
 # the run of each with the median messages per second: on a machine
 # shared with other work one run says little.  It also says how busy the
-# machine was just before each run.
+# machine was just before each run.  Then the same for
+# examples/echo_stdio.c, the server written with stdio (fdopen, fgets,
+# fputs, fflush) and loaded with lines (DEMO_SERVERS picks: default
+# "echo_threads echo_stdio").
 #
 # Load: bench/loadgen, DEMO_CONNS concurrent connections (default 10000),
 # each a closed loop of 64-byte messages, 1 s warm-up then DEMO_SECS
@@ -20,7 +23,7 @@
 # runs, are not counted).
 #
 # Environment: BUILD (default build), DEMO_CONNS, DEMO_SECS, DEMO_PROCS
-# (default 2), DEMO_RUNS.  The soft fd limit is raised to the hard limit.
+# (default 2), DEMO_RUNS, DEMO_SERVERS.  The soft fd limit is raised to the hard limit.
 set -u
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,11 +35,12 @@ conns=${DEMO_CONNS:-10000}
 secs=${DEMO_SECS:-3}
 procs=${DEMO_PROCS:-2}
 runs=${DEMO_RUNS:-3}
-server="$build/examples/echo_threads"
+servers=${DEMO_SERVERS:-echo_threads echo_stdio}
 weft="$build/bin/weft"
 run="$root/bench/echo_server_run.sh"
 
-for f in "$server" "$weft" "$build/bench/loadgen" "$build/lib/libweft_preload.so"; do
+for f in $(for s in $servers; do echo "$build/examples/$s"; done) "$weft" "$build/bench/loadgen" \
+	"$build/lib/libweft_preload.so"; do
 	[ -e "$f" ] || { echo "demo: $f is missing (make demo builds it)" >&2; exit 2; }
 done
 
@@ -85,7 +89,7 @@ sample() {
 }
 
 # measure NAME CMD...: one echo_server_run.sh line in $tmp/NAME, the
-# kernel memory rise in $tmp/NAME.kmem
+# kernel memory rise in $tmp/NAME.kmem ($lines: -L for line messages)
 measure() {
 	local name=$1
 	shift
@@ -93,7 +97,7 @@ measure() {
 	base=$(kmem)
 	sample "$tmp/$name.max" &
 	sampler=$!
-	"$run" -n "$name" -c "$conns" -d "$secs" -w 1 -l "$build/bench/loadgen" -- "$@" \
+	"$run" -n "$name" -c "$conns" -d "$secs" -w 1 -l "$build/bench/loadgen" $lines -- "$@" \
 		>"$tmp/$name" 2>"$tmp/$name.err"
 	local rc=$?
 	kill "$sampler" 2>/dev/null
@@ -112,16 +116,28 @@ field() { # field FILE KEY
 	tr ' ' '\n' <"$1" | sed -n "s/^$2=//p"
 }
 
-echo "weft demo: examples/echo_threads - one pthread per connection, blocking read/write,"
-echo "built without weft.  $conns connections, 64-byte messages, $secs s measured, $runs runs each."
+# demo SERVER: its runs and its table
+demo() {
+local sv=$1 server="$build/examples/$1" lines=""
+case $sv in
+echo_stdio)
+	lines=-L
+	echo "weft demo: examples/echo_stdio - one pthread per connection, fdopen/fgets/fputs/fflush,"
+	echo "built without weft.  $conns connections, 64-byte lines, $secs s measured, $runs runs each."
+	;;
+*)
+	echo "weft demo: examples/$sv - one pthread per connection, blocking read/write,"
+	echo "built without weft.  $conns connections, 64-byte messages, $secs s measured, $runs runs each."
+	;;
+esac
 loads=""
 for r in $(seq "$runs"); do
 	loads="$loads $(busy)%"
 	echo "run $r of $runs: natively ..."
-	measure "native.$r" "$server"
+	measure "$sv.native.$r" "$server"
 	loads="$loads $(busy)%"
 	echo "run $r of $runs: under weft run --procs $procs ..."
-	measure "weft.$r" "$weft" run --procs "$procs" -- "$server"
+	measure "$sv.weft.$r" "$weft" run --procs "$procs" -- "$server"
 done
 
 # median NAME: the run of NAME with the median messages per second
@@ -138,7 +154,7 @@ each() { # each NAME: messages per second of every run, in order
 	echo "$out"
 }
 
-n=$(median native) w=$(median weft)
+n=$(median "$sv.native") w=$(median "$sv.weft")
 mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
 ms() { awk -v u="$1" 'BEGIN { printf "%.1f", u / 1000 }'; }
@@ -161,8 +177,21 @@ row "kernel stacks+tables (MiB)" "$(mib "$(cat "$n.kmem")")" "$(mib "$(cat "$w.k
 	"$(ratio "$(cat "$w.kmem")" "$(cat "$n.kmem")")"
 echo
 echo "Each side: the run with the median messages per second (all runs, in order:"
-echo "native$(each native); weft$(each weft))."
+echo "native$(each "$sv.native"); weft$(each "$sv.weft"))."
 echo "Before the runs, other work kept the machine's CPUs busy:$loads."
 echo
-echo "Same binary, no source change: under weft each pthread is a green thread that"
-echo "parks in read() instead of holding an OS thread.  docs/preload.md explains how."
+if [ "$sv" = echo_stdio ]; then
+	echo "Same binary, no source change: under weft fdopen gives a FILE whose reads and writes"
+	echo "park the green thread instead of its OS thread.  docs/hooks.md explains how."
+else
+	echo "Same binary, no source change: under weft each pthread is a green thread that"
+	echo "parks in read() instead of holding an OS thread.  docs/preload.md explains how."
+fi
+}
+
+first=1
+for sv in $servers; do
+	[ $first = 1 ] || echo
+	first=0
+	demo "$sv"
+done

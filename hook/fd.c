@@ -255,14 +255,29 @@ HOOK int close(int fd)
 	return r;
 }
 
+/* The preload shim's stdio (hook/preload/stdio.c); absent in libweft:
+ * on a G, flush a FILE whose writes park before fclose runs under
+ * entersyscall (0, or EOF with errno). */
+int stdio_preclose(FILE *f) __attribute__((weak)) HIDDEN;
+
 HOOK int fclose(FILE *f)
 {
 	if (!rt_started() || !f)
 		return REAL(fclose)(f);
+	bool flushfail = false;
+	int ferr = 0;
+	if (stdio_preclose && hook_g() && stdio_preclose(f) != 0) {
+		flushfail = true;
+		ferr = errno_get();
+	}
 	int fd = fileno(f);
 	uint32_t seq = fd >= 0 ? pd_closing(fd) : 0;
 	int r = BLOCKING(hook_g() != NULL, REAL(fclose)(f)); /* flushes: may block */
 	pd_closed(fd, seq);
+	if (flushfail && r == 0) { /* the flush failed: so does fclose, as natively */
+		errno_set(ferr);
+		r = EOF;
+	}
 	return r;
 }
 

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "diag.h"
+#include "sys.h"
 
 struct gscan {
 	int64_t waiting;  /* parked on runtime primitives */
@@ -74,11 +75,11 @@ static int livethreads(void)
 			continue;
 		char path[300], buf[512];
 		snprintf(path, sizeof path, "/proc/self/task/%s/stat", de->d_name);
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		int fd = (int)sys_open(path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
 			continue; /* exited meanwhile */
-		ssize_t r = read(fd, buf, sizeof buf - 1);
-		close(fd);
+		ssize_t r = sys_read(fd, buf, sizeof buf - 1);
+		sys_close(fd);
 		if (r <= 0)
 			continue;
 		buf[r] = 0;
@@ -188,7 +189,7 @@ static void report(void)
 	int zero = 0;
 	if (!atomic_compare_exchange_strong(&reported, &zero, 1))
 		for (;;)
-			pause(); /* another thread is reporting and will exit */
+			sys_pause(); /* another thread is reporting and will exit */
 	warn("fatal: all green threads are asleep - deadlock!\n");
 	weft_dump(stderr);
 	/* what the program printed so far, unless someone holds stdout */

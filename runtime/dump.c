@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "diag.h"
+#include "sys.h"
 
 /* ---- freezing the Ms ------------------------------------------------------- */
 
@@ -65,7 +66,7 @@ static struct sigaction oldurg;
 
 static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)
 {
-	return syscall(SYS_futex, w, op, val, ts, NULL, 0);
+	return sys4(SYS_futex, w, op, val, ts);
 }
 
 static void chainurg(int sig, siginfo_t *si, void *uc)
@@ -136,7 +137,7 @@ static bool fzreserve(void)
 static void sleepus(long us)
 {
 	struct timespec ts = { 0, us * 1000 };
-	nanosleep(&ts, NULL);
+	sys_nanosleep(&ts, NULL);
 }
 
 /* Stop every M but our own in its SIGURG handler; wait up to 200 ms.
@@ -165,7 +166,7 @@ static void freeze(void)
 	pid_t pid = getpid();
 	for (int32_t i = 0; i < k; i++) {
 		int tid = atomic_load(&fz.slots[i].m->tid); /* seq_cst: see dumping */
-		if (tid <= 0 || syscall(SYS_tgkill, pid, tid, SIGURG) != 0)
+		if (tid <= 0 || sys_tgkill(pid, tid, SIGURG) != 0)
 			atomic_store(&fz.slots[i].state, FZ_GONE); /* not started, or gone */
 	}
 	for (int tries = 0; tries < 2000; tries++) {
@@ -431,17 +432,17 @@ void dump_init(void)
 	sigemptyset(&sa.sa_mask);
 	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
 	sa.sa_sigaction = onurg;
-	sigaction(SIGURG, &sa, &oldurg);
+	sys_sigaction(SIGURG, &sa, &oldurg);
 
 	/* SIGQUIT: only if nobody else handles or ignores it */
 	struct sigaction old;
-	if (sigaction(SIGQUIT, NULL, &old) != 0 || old.sa_handler != SIG_DFL ||
+	if (sys_sigaction(SIGQUIT, NULL, &old) != 0 || old.sa_handler != SIG_DFL ||
 	    (old.sa_flags & SA_SIGINFO))
 		return;
 	/* the dumper takes no signals: SIGQUIT and SIGURG go to others */
 	sigset_t all, prev;
 	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &prev);
+	sys_sigprocmask(SIG_SETMASK, &all, &prev);
 	pthread_attr_t a;
 	pthread_attr_init(&a);
 	pthread_attr_setstacksize(&a, 256 * 1024);
@@ -449,7 +450,7 @@ void dump_init(void)
 	pthread_t t;
 	int e = rt_pthread_create(&t, &a, dumper, NULL);
 	pthread_attr_destroy(&a);
-	pthread_sigmask(SIG_SETMASK, &prev, NULL);
+	sys_sigprocmask(SIG_SETMASK, &prev, NULL);
 	if (e != 0) {
 		warn("cannot start the dump thread: SIGQUIT keeps its default action");
 		return;
@@ -459,5 +460,5 @@ void dump_init(void)
 	sigemptyset(&sa.sa_mask);
 	sa.sa_flags = SA_ONSTACK | SA_RESTART;
 	sa.sa_handler = onquit;
-	sigaction(SIGQUIT, &sa, NULL);
+	sys_sigaction(SIGQUIT, &sa, NULL);
 }

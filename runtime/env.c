@@ -101,6 +101,11 @@ static void debugopts(const char *s)
 
 void envinit(void)
 {
+	/* once: the preload shim reads it before the runtime starts */
+	static bool done;
+	if (done)
+		return;
+	done = true;
 	weftenv.maxprocs = cpus_available();
 	weftenv.stacksize = 256 * 1024;
 	weftenv.stackkind = WEFT_STACK_GUARDED;

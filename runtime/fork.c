@@ -94,7 +94,7 @@ void runtime_afterfork_child(void)
 
 	/* Ms: this one, if the fork came from an M */
 	if (m) {
-		m->tid = (int)syscall(SYS_gettid);
+		m->tid = (int)sys_gettid();
 		m->alllink = NULL;
 		m->schedlink = NULL;
 		m->spinning = false;

@@ -15,24 +15,21 @@
 #include <unistd.h>
 
 #include "runtime.h"
+#include "sys.h"
 
-long rawsyscall6(long n, long a, long b, long c, long d, long e, long f)
+/* Whether a signal handler interrupted the wait. */
+static bool futexwait(_Atomic uint32_t *addr, uint32_t val, const struct timespec *ts)
 {
-	return syscall(n, a, b, c, d, e, f);
+	/* sys4 returns -errno and leaves errno alone */
+	return sys4(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, ts) == -EINTR;
 }
 
-static void futexwait(_Atomic uint32_t *addr, uint32_t val, const struct timespec *ts)
-{
-	int e = errno;
-	syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, ts, NULL, 0);
-	errno = e;
-}
+__thread bool note_introk __attribute__((tls_model("initial-exec")));
+__thread bool note_intr __attribute__((tls_model("initial-exec")));
 
 static void futexwake(_Atomic uint32_t *addr, int n)
 {
-	int e = errno;
-	syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
-	errno = e;
+	sys3(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n);
 }
 
 
@@ -141,7 +138,10 @@ bool notetsleep(struct note *n, int64_t ns)
 		if (left <= 0)
 			return false;
 		struct timespec ts = { left / 1000000000, left % 1000000000 };
-		futexwait(&n->key, 2, &ts);
+		if (futexwait(&n->key, 2, &ts) && note_introk) {
+			note_intr = true;
+			return false;
+		}
 	}
 	return true;
 }
@@ -178,8 +178,7 @@ static void vsay(const char *prefix, const char *fmt, va_list ap)
 		n = sizeof buf - 2;
 	buf[n++] = '\n';
 	/* raw write: stdio may be locked by the thread that failed */
-	ssize_t r = syscall(SYS_write, 2, buf, n);
-	(void)r;
+	(void)sys_write(2, buf, n);
 }
 
 void warn(const char *fmt, ...)

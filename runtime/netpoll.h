@@ -23,6 +23,7 @@
 #include <sys/syscall.h>
 
 #include "runtime.h"
+#include "sys.h" /* sys6: raw system calls */
 #include "waitq.h"
 
 extern int netpoll_epfd;
@@ -31,29 +32,6 @@ extern int netpoll_breakfd;
 /* netpoll() hands each epoll event here: tag is what pollfd.c stored in
  * epoll_event.data.u64; Gs made ready are pushed on *list (schedlink). */
 void pollfd_event(uint64_t tag, uint32_t events, struct g **list);
-
-/* ---- raw system calls: the runtime never goes through the hooks ------ */
-
-/* Returns the result, or -errno; errno is untouched. */
-static inline long sys6(long n, long a, long b, long c, long d, long e, long f)
-{
-#if defined(__x86_64__)
-	register long r10 __asm__("r10") = d;
-	register long r8 __asm__("r8") = e;
-	register long r9 __asm__("r9") = f;
-	long r;
-	__asm__ volatile("syscall"
-			 : "=a"(r)
-			 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-			 : "rcx", "r11", "memory");
-	return r;
-#else
-#error "weft: raw system calls are only written for x86-64"
-#endif
-}
-#define sys3(n, a, b, c) sys6((n), (long)(a), (long)(b), (long)(c), 0, 0, 0)
-#define sys4(n, a, b, c, d) sys6((n), (long)(a), (long)(b), (long)(c), (long)(d), 0, 0)
-#define sys5(n, a, b, c, d, e) sys6((n), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), 0)
 
 /* ---- poll descriptors (pollfd.c) -------------------------------------- */
 

@@ -36,6 +36,7 @@
 
 #include "runtime.h"
 #include "sanitizer.h"
+#include "sys.h"
 
 struct sched sched;
 struct p *allp[MAXALLP];
@@ -44,9 +45,10 @@ __thread struct m *tls_m __attribute__((tls_model("initial-exec")));
 _Atomic int64_t coarsenow;
 _Atomic int32_t nallp; /* Ps allocated (>= gomaxprocs); see runtime.h */
 
-/* Set by the preload shim to the real pthread_create. */
+/* glibc's pthread_create (sys.c); the preload shim sets one that also
+ * blocks asynchronous signals (signal.c). */
 int (*rt_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
-			 void *) HIDDEN = pthread_create;
+			 void *) HIDDEN = sys_pthread_create;
 /* Called at G exit before its stack is reused (preload: key destructors). */
 void (*rt_gexit_hook)(struct g *gp) HIDDEN;
 
@@ -73,36 +75,31 @@ const char *const waitreasons[W_NREASONS] = {
 
 /* ---- allgs: every G descriptor ever made, for dumps ------------------ */
 
+/* A list threaded through the descriptors (g.alllink), appended at the
+ * tail so a dump shows Gs in the order they were made.  Not an array
+ * that doubles: copying it, and first touching the new one, took a
+ * spawning loop milliseconds at each doubling (issue 16).  Descriptors
+ * are reused, never freed, so the list only grows. */
 struct lock allglock; /* not static: fork.c clears it in a child */
-static struct g **allgs;
-static size_t nallgs, capallgs;
+static struct g *allghead, *allgtail;
 
-static int allgadd(struct g *gp)
+static void allgadd(struct g *gp)
 {
+	gp->alllink = NULL;
 	lock(&allglock);
-	if (nallgs == capallgs) {
-		size_t ncap = capallgs ? capallgs * 2 : 1024;
-		struct g **n = rtalloc(ncap * sizeof *n);
-		if (!n) {
-			unlock(&allglock);
-			return -1;
-		}
-		if (nallgs)
-			memcpy(n, allgs, nallgs * sizeof *n);
-		rtfree(allgs);
-		allgs = n;
-		capallgs = ncap;
-	}
-	allgs[nallgs++] = gp;
+	if (allgtail)
+		allgtail->alllink = gp;
+	else
+		allghead = gp;
+	allgtail = gp;
 	unlock(&allglock);
-	return 0;
 }
 
 void forEachG(void (*fn)(struct g *gp, void *arg), void *arg)
 {
 	lock(&allglock);
-	for (size_t i = 0; i < nallgs; i++)
-		fn(allgs[i], arg);
+	for (struct g *gp = allghead; gp; gp = gp->alllink)
+		fn(gp, arg);
 	unlock(&allglock);
 }
 
@@ -444,11 +441,11 @@ static void *mstart(void *arg)
 	m->fsbase = m->fscur = tls_current();
 	/* seq_cst, then dump_mstart: a dump either stops this M or is
 	 * waited for (dump.c) */
-	atomic_store(&m->tid, (int)syscall(SYS_gettid));
+	atomic_store(&m->tid, (int)sys_gettid());
 	if (dump_mstart)
 		dump_mstart();
 	pthread_attr_t a;
-	if (pthread_getattr_np(pthread_self(), &a) == 0) {
+	if (sys_pthread_getattr_np(sys_pthread_self(), &a) == 0) {
 		void *lo;
 		size_t sz;
 		pthread_attr_getstack(&a, &lo, &sz);
@@ -480,7 +477,7 @@ static void checkmcount(int32_t n)
 	static _Atomic int reported;
 	if (atomic_exchange(&reported, 1))
 		for (;;)
-			pause(); /* another thread is reporting and will exit */
+			sys_pause(); /* another thread is reporting and will exit */
 	warn("fatal: program exceeds %d-thread limit (WEFT_MAXTHREADS)\n", max);
 	weft_dump(stderr);
 	_exit(2);
@@ -1037,11 +1034,7 @@ static struct g *malg(void)
 	if (!gp)
 		return NULL;
 	memset(gp, 0, sizeof *gp);
-	if (allgadd(gp) != 0) {
-		rtfree(gp);
-		errno = ENOMEM;
-		return NULL;
-	}
+	allgadd(gp);
 	return gp;
 }
 
@@ -1140,8 +1133,16 @@ int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 	 * thousands that fell out of the caches.  Idle Ps still steal.  Only
 	 * for a call from G code (rtdepth 1: ours), never from inside the
 	 * runtime. */
-	if (pp && !m->lockedg && m->curg->rtdepth == 1 && runqlen(pp) >= RUNQ_SIZE - 1)
+	if (pp && !m->lockedg && m->curg->rtdepth == 1 &&
+	    (runqlen(pp) >= RUNQ_SIZE - 1 ||
+	     (atomic_load_explicit(&pp->flags, memory_order_relaxed) & PF_PREEMPT))) {
+		/* and a spawner sysmon asked to give way (it ran 10 ms with
+		 * Gs waiting: its spawns are slow, or others steal them as
+		 * fast as it makes them) does so here, its runtime call,
+		 * rather than have a spare P lent around it */
+		atomic_fetch_and_explicit(&pp->flags, ~PF_PREEMPT, memory_order_relaxed);
 		weft_yield();
+	}
 	rt_leave();
 	return id;
 }
@@ -1160,7 +1161,9 @@ static bool after_gfput(struct g *gp, void *arg)
 	struct p *pp = getm()->p;
 	/* its stack, the warmest, to the top of pp's cache for the next G to
 	 * start here; a segmented one stays for the next segmented G */
-	if (gp->stack.kind != STACK_SEGMENTED)
+	if (gp->stack.kind == STACK_THREAD)
+		memset(&gp->stack, 0, sizeof gp->stack); /* not ours: rt_adopt */
+	else if (gp->stack.kind != STACK_SEGMENTED)
 		stackfree(pp, &gp->stack);
 	gfput(pp, gp);
 	return true;
@@ -1189,10 +1192,89 @@ static void goexit1(void)
 	fatal("a dead green thread was resumed");
 }
 
+/* ---- adopting a running context --------------------------------------- */
+
+static struct g *adoptg;            /* rt_adopt: the G being handed over */
+static void (*adoptthen)(void);    /* what the thread runs after it */
+
+/* On the thread's new stack: gp's context is saved (gp->sp), so any M
+ * may now run it. */
+static void adopt_entry(void)
+{
+	struct g *gp = adoptg;
+	void (*then)(void) = adoptthen;
+	/* release: the M that takes gp from the queue sees its sp */
+	atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_release);
+	globrunqput(gp);
+	wakep();
+	then();
+	fatal("rt_adopt: the thread's continuation returned");
+}
+
+int64_t rt_adopt(const char *name, char *lo, char *hi, char *althi, void (*then)(void))
+{
+	runtime_ensure();
+	struct g *gp = gfget(NULL);
+	if (!gp)
+		gp = malg();
+	if (!gp) {
+		errno = ENOMEM;
+		return -1;
+	}
+	if (gp->stack.lo) /* a dead G's stack that it kept: back to the pool */
+		stackfree(NULL, &gp->stack);
+	/* the fields weft_go_attr sets for a new G */
+	gp->stackwant = 0;
+	gp->owntls = false;
+	gp->tcb = NULL;
+	gp->fn = NULL;
+	gp->arg = NULL;
+	gp->id = newgoid(NULL);
+	gp->lockedm = NULL;
+	gp->lockcount = 0;
+	gp->rtdepth = 1; /* until it is back in its caller, below */
+	atomic_store_explicit(&gp->waitreason, W_NONE, memory_order_relaxed);
+	atomic_store_explicit(&gp->blocking, 0, memory_order_relaxed);
+	gp->tls = NULL;
+	gp->introk = false;
+	atomic_store_explicit(&gp->intrreq, 0, memory_order_relaxed);
+	gp->sigon = false;
+	atomic_store_explicit(&gp->sigpend, 0, memory_order_relaxed);
+	atomic_store_explicit(&gp->cancel, 0, memory_order_relaxed);
+	if (gp->name)
+		rtfree(gp->name);
+	gp->name = NULL;
+	if (name) {
+		size_t n = strlen(name);
+		gp->name = rtalloc(n + 1);
+		if (gp->name)
+			memcpy(gp->name, name, n + 1);
+	}
+	/* its stack is the thread's own: never pooled or freed (after_gfput) */
+	gp->stack = (struct stack){ .lo = lo, .hi = hi, .kind = STACK_THREAD,
+				    .low = __builtin_frame_address(0) };
+	san_gcreate(gp);
+	gcountadd(NULL, 1);
+	int64_t id = gp->id;
+	int e = errno;
+	adoptg = gp;
+	adoptthen = then;
+	weft_ctx_switch(&gp->sp, weft_ctx_make(althi, adopt_entry));
+	/* now on an M that took gp from the global queue, as gp (the tail
+	 * of gswitch_inl, for a context it did not save itself) */
+	struct m *m = getm();
+	san_switch_finish(m, gp);
+	afterswitch(m);
+	errno = e;
+	gp->rtdepth = 0;
+	leaveruntime(m);
+	return id;
+}
+
 _Noreturn void weft_exit(void)
 {
 	if (!getg())
-		pthread_exit(NULL);
+		sys_pthread_exit(NULL);
 	goexit1();
 }
 
@@ -1752,7 +1834,7 @@ static void runtime_init_once(void)
 
 void runtime_start(void)
 {
-	pthread_once(&startonce, runtime_init_once);
+	sys_pthread_once(&startonce, runtime_init_once);
 }
 
 void runtime_init(void)

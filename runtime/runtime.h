@@ -50,6 +50,11 @@ struct note {
 };
 void noteclear(struct note *n);
 void notewakeup(struct note *n);
+/* A plain thread's wait that a signal handler interrupts (the shim's
+ * sem_wait, EINTR as glibc's): with note_introk set, notetsleep returns
+ * false when its futex wait is interrupted and sets note_intr. */
+extern __thread bool note_introk __attribute__((tls_model("initial-exec")));
+extern __thread bool note_intr __attribute__((tls_model("initial-exec")));
 void notesleep(struct note *n);
 bool notetsleep(struct note *n, int64_t ns); /* false on timeout */
 
@@ -144,6 +149,7 @@ struct g {
 	void (*fn)(void *);       /* entry function */
 	void *arg;                /* its argument */
 	struct g *schedlink;      /* next in the global run queue or a free list */
+	struct g *alllink;        /* next in allgs, in order made (allglock; proc.c) */
 	struct m *lockedm;        /* M this G is locked to, or NULL */
 	uintptr_t param;          /* value passed by the waker to the parked G */
 	/* nanotime() when parked, for dumps; relaxed: a dump may read it
@@ -291,7 +297,8 @@ struct p {
 	/* sysmon's view, touched only by sysmon */
 	uint32_t sm_schedtick, sm_syscalltick;
 	int64_t sm_when;
-	int64_t sm_preempt;       /* when sysmon set PF_PREEMPT */
+	int64_t sm_preempt;       /* when sysmon set PF_PREEMPT for this G run (0: not asked) */
+	int64_t sm_preemptcpu;    /* its M's thread CPU time then (-1: unknown) */
 	int64_t sm_cpu;           /* the owner M's thread CPU time at sm_cpuwhen */
 	int64_t sm_cpuwhen;       /* when sm_cpu was read, 0: not yet for this G run */
 	int64_t sm_lent;          /* when sysmon last lent a spare for this P */
@@ -366,6 +373,14 @@ static inline struct g *getg(void)
 /* ---- proc.c ----------------------------------------------------------- */
 
 void runtime_init(void);
+/* The running context of a plain thread (the preload shim's main, before
+ * any G) becomes a G named name whose stack, [lo, hi), is the thread's
+ * own (never pooled or freed).  The thread itself goes on at a fresh
+ * context at the top of althi (its stack from now on), queues the G and
+ * runs then(), which never returns; the caller returns as the G, on
+ * whichever M took it, with errno as it was.  The G's id, or -1 (ENOMEM;
+ * nothing changed). */
+int64_t rt_adopt(const char *name, char *lo, char *hi, char *althi, void (*then)(void));
 static inline void runtime_ensure(void)
 {
 	extern void runtime_start(void);

@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "runtime.h"
+#include "sys.h"
 
 enum { WS_WAIT = 0, WS_WOKEN = 1, WS_TIMEDOUT = 2, WS_INTR = 3 };
 
@@ -240,7 +241,7 @@ int weft_sleep(int64_t ns)
 	}
 	if (!getg()) {
 		struct timespec ts = { ns / 1000000000, ns % 1000000000 };
-		while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
+		while (sys_clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == -EINTR)
 			;
 		return 0;
 	}

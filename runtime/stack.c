@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "runtime.h"
+#include "sys.h"
 
 #define PAGE 4096UL
 #define CANARY 64            /* bytes at a slot's top guarding the slot above */
@@ -95,11 +96,15 @@ void stackinit(void)
 	/* each guarded stack costs two mappings; leave half the budget to
 	 * the program, jemalloc and canary chunks */
 	long maxmaps = 65530;
-	FILE *f = fopen("/proc/sys/vm/max_map_count", "re");
-	if (f) {
-		if (fscanf(f, "%ld", &maxmaps) != 1)
-			maxmaps = 65530;
-		fclose(f);
+	int fd = (int)sys_open("/proc/sys/vm/max_map_count", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		char buf[32], *end;
+		long n = sys_read(fd, buf, sizeof buf - 1);
+		sys_close(fd);
+		buf[n > 0 ? n : 0] = 0;
+		long v = strtol(buf, &end, 10);
+		if (end != buf)
+			maxmaps = v;
 	}
 	guard_budget = maxmaps / 4;
 	const uint8_t *r = (const uint8_t *)getauxval(AT_RANDOM);
@@ -501,9 +506,9 @@ static void onfault(int sig, siginfo_t *si, void *uc)
 	}
 	/* default action: re-fault with the default disposition; a signal
 	 * sent by kill() (no fault to repeat) is sent again */
-	signal(sig, SIG_DFL);
+	sys_sigdfl(sig);
 	if (si->si_code <= 0)
-		syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig);
+		sys_tgkill(getpid(), sys_gettid(), sig);
 }
 
 /* Give this M a signal stack so that a guard-page hit can be reported
@@ -527,7 +532,7 @@ void stack_sigaltstack(struct m *m)
 		sa.sa_sigaction = onfault;
 		sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
 		sigemptyset(&sa.sa_mask);
-		sigaction(SIGSEGV, &sa, &oldsegv);
-		sigaction(SIGBUS, &sa, &oldbus);
+		sys_sigaction(SIGSEGV, &sa, &oldsegv);
+		sys_sigaction(SIGBUS, &sa, &oldbus);
 	}
 }

@@ -32,6 +32,7 @@
 #define SYSCALL_RETAKE_NS (20 * 1000)
 #define RELEND_NS (1000 * 1000) /* a blocked M's spare blocked too: another after this */
 #define HOG_RETAKE_NS (10 * 1000 * 1000)
+#define HOG_GRACE_NS (1000 * 1000) /* a hog asked to yield: its CPU time before a lend */
 #define POLL_IDLE_NS (10 * 1000 * 1000)
 #define TIMER_LATE_NS (1000 * 1000) /* a P's timer this overdue: sysmon fires it */
 #define SCAVENGE_NS (1000 * 1000 * 1000) /* return free stack chunks about once a second */
@@ -39,7 +40,7 @@
 static void usleep_ns(int64_t ns)
 {
 	struct timespec ts = { ns / 1000000000, ns % 1000000000 };
-	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) != 0)
+	while (sys_clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) != 0)
 		;
 }
 
@@ -73,23 +74,36 @@ static char threadstate(int tid)
  * 20 us of the same G's run (cheap: clock_gettime), and the kernel says
  * it sleeps, S (exact: a hog is R even when the machine is too loaded to
  * give it CPU). */
-static bool inkernel(struct p *pp, int64_t now)
+/* The CPU time (ns) of the thread of pp's M while it runs a G, with its
+ * tid in *tidp, or -1: no M, the scheduler (polling, sleeping until a
+ * timer, or switching: the G it left is no longer G_RUNNING while it
+ * finds and starts the next one, which may map and populate a stack
+ * chunk), or the runtime's own lock, whose holder runs. */
+static int64_t gthreadcpu(struct p *pp, int *tidp)
 {
 	/* P_RUNNING: its owner (or NULL if it let go meanwhile: relaxed, its
-	 * owner writes it); Ms are never freed */
+	 * owner writes it); Ms are never freed, nor are Gs */
 	struct m *m = __atomic_load_n(&pp->m, __ATOMIC_RELAXED);
 	int tid = m ? atomic_load_explicit(&m->tid, memory_order_relaxed) : 0;
-	/* not a G's call: the scheduler (polling, sleeping until a timer) or
-	 * the runtime's own lock, whose holder runs */
-	if (tid <= 0 || !atomic_load_explicit(&m->curg, memory_order_relaxed) ||
+	struct g *gp = tid > 0 ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
+	if (!gp || atomic_load_explicit(&gp->status, memory_order_relaxed) != G_RUNNING ||
 	    atomic_load_explicit(&m->lockwait, memory_order_relaxed))
-		return false;
+		return -1;
 	/* the kernel's per-thread CPU clock: CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED */
 	clockid_t cid = (clockid_t)((~(unsigned)tid << 3) | 6);
 	struct timespec ts;
 	if (sys3(SYS_clock_gettime, cid, &ts, 0) != 0)
+		return -1;
+	*tidp = tid;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static bool inkernel(struct p *pp, int64_t now)
+{
+	int tid;
+	int64_t cpu = gthreadcpu(pp, &tid);
+	if (cpu < 0)
 		return false;
-	int64_t cpu = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 	if (pp->sm_cpuwhen == 0) {
 		pp->sm_cpu = cpu;
 		pp->sm_cpuwhen = now;
@@ -146,6 +160,13 @@ static int retake(int64_t now, int *watch)
 				      : atomic_load_explicit(&pp->schedtick, memory_order_relaxed);
 		uint32_t *seen = insys ? &pp->sm_syscalltick : &pp->sm_schedtick;
 		if (*seen != tick || pp->sm_when == 0) {
+			/* a new G run (or call): a yield asked of the one
+			 * before is moot, and must not make the next G that
+			 * runs long a hog without its own grace */
+			if (!insys && *seen != tick &&
+			    (atomic_load_explicit(&pp->flags, memory_order_relaxed) & PF_PREEMPT))
+				atomic_fetch_and(&pp->flags, ~PF_PREEMPT);
+			pp->sm_preempt = 0;
 			*seen = tick;
 			pp->sm_when = now;
 			pp->sm_cpuwhen = 0;
@@ -175,14 +196,41 @@ static int retake(int64_t now, int *watch)
 			 * (a G spawning or sending in a loop will); lend a P
 			 * only if it has not by the next round, i.e. it runs
 			 * user code that never enters the runtime */
-			if (!(atomic_fetch_or(&pp->flags, PF_PREEMPT) & PF_PREEMPT)) {
+			int tid;
+			if (!(atomic_load(&pp->flags) & PF_PREEMPT)) {
+				if (pp->sm_preempt) {
+					/* asked before, and a runtime call took
+					 * the request (gpreempt), yet no switch: a
+					 * G locked to its M, or nothing else was
+					 * runnable there.  It answers: no hog;
+					 * ask again in 10 ms */
+					pp->sm_preempt = 0;
+					pp->sm_when = now;
+					continue;
+				}
+				atomic_fetch_or(&pp->flags, PF_PREEMPT);
 				atomic_fetch_add(&sched.npreempt, 1);
 				pp->sm_preempt = now;
+				pp->sm_preemptcpu = gthreadcpu(pp, &tid);
 				n++; /* keep sysmon's pace up: the next step may be a lend */
 				continue;
 			}
-			if (now - pp->sm_preempt < 50000)
+			/* a hog is a G running its own code that has had 1 ms
+			 * of CPU since, not merely of wall time (a spawner whose
+			 * weft_go pays for first-touch faults can take a good
+			 * part of that to reach its next call): one descheduled
+			 * on a loaded machine has not yet had the chance to
+			 * reach a runtime call, and an M in its scheduler or
+			 * waiting for the runtime's lock (cpu -1) is no hog:
+			 * a spare lent around either only adds a thread that
+			 * competes for the same CPUs */
+			int64_t cpu = gthreadcpu(pp, &tid);
+			if (now - pp->sm_preempt < HOG_GRACE_NS || cpu < 0 ||
+			    pp->sm_preemptcpu < 0 || cpu - pp->sm_preemptcpu < HOG_GRACE_NS) {
+				if (pp->sm_preemptcpu < 0)
+					pp->sm_preemptcpu = cpu;
 				continue;
+			}
 		}
 		if (np > 0) {
 			wakep(); /* an idle P will steal the waiting Gs */

@@ -35,6 +35,7 @@
 #include <libunwind.h>
 
 #include "diag.h"
+#include "sys.h"
 
 /* ---- walking ------------------------------------------------------------- */
 
@@ -138,11 +139,11 @@ static void a2l_start(struct a2l *a)
 {
 	int in[2], out[2];
 	a->pid = -1;
-	if (pipe2(in, O_CLOEXEC) != 0)
+	if (sys_pipe2(in, O_CLOEXEC) != 0)
 		return;
-	if (pipe2(out, O_CLOEXEC) != 0) {
-		close(in[0]);
-		close(in[1]);
+	if (sys_pipe2(out, O_CLOEXEC) != 0) {
+		sys_close(in[0]);
+		sys_close(in[1]);
 		return;
 	}
 	posix_spawn_file_actions_t fa;
@@ -153,14 +154,14 @@ static void a2l_start(struct a2l *a)
 	char *argv[] = { "addr2line", "-f", "-e", a->path, NULL };
 	char **env = cleanenv();
 	pid_t pid;
-	int e = env ? posix_spawnp(&pid, "addr2line", &fa, NULL, argv, env) : ENOMEM;
+	int e = env ? sys_posix_spawnp(&pid, "addr2line", &fa, NULL, argv, env) : ENOMEM;
 	free(env);
 	posix_spawn_file_actions_destroy(&fa);
-	close(in[0]);
-	close(out[1]);
+	sys_close(in[0]);
+	sys_close(out[1]);
 	if (e != 0) {
-		close(in[1]);
-		close(out[0]);
+		sys_close(in[1]);
+		sys_close(out[0]);
 		return;
 	}
 	a->pid = pid;
@@ -172,10 +173,10 @@ static void a2l_start(struct a2l *a)
 static void a2l_stop(struct a2l *a)
 {
 	if (a->pid > 0) {
-		close(a->in);
-		close(a->out);
-		kill(a->pid, SIGKILL);
-		while (waitpid(a->pid, NULL, 0) < 0 && errno == EINTR)
+		sys_close(a->in);
+		sys_close(a->out);
+		sys_kill(a->pid, SIGKILL);
+		while (sys_waitpid(a->pid, NULL, 0) == -EINTR)
 			;
 	}
 	a->pid = -1;
@@ -198,11 +199,11 @@ static bool a2l_line(struct a2l *a, char *line, size_t cap)
 		if (a->len == sizeof a->buf)
 			a->len = 0; /* an absurdly long line: drop it */
 		struct pollfd p = { a->out, POLLIN, 0 };
-		if (poll(&p, 1, A2L_TIMEOUT_MS) <= 0)
+		if (sys_poll(&p, 1, A2L_TIMEOUT_MS) <= 0)
 			return false;
-		ssize_t r = read(a->out, a->buf + a->len, sizeof a->buf - a->len);
+		ssize_t r = sys_read(a->out, a->buf + a->len, sizeof a->buf - a->len);
 		if (r <= 0) {
-			if (r < 0 && errno == EINTR)
+			if (r == -EINTR)
 				continue;
 			return false;
 		}
@@ -216,13 +217,13 @@ static ssize_t writequiet(int fd, const void *buf, size_t n)
 	sigset_t pipeset, old;
 	sigemptyset(&pipeset);
 	sigaddset(&pipeset, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &pipeset, &old);
-	ssize_t r = write(fd, buf, n);
-	if (r < 0 && errno == EPIPE) {
+	sys_sigprocmask(SIG_BLOCK, &pipeset, &old);
+	ssize_t r = sys_write(fd, buf, n);
+	if (r == -EPIPE) {
 		struct timespec zero = { 0, 0 };
-		sigtimedwait(&pipeset, NULL, &zero); /* drop the SIGPIPE we caused */
+		sys_sigtimedwait(&pipeset, NULL, &zero); /* drop the SIGPIPE we caused */
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	sys_sigprocmask(SIG_SETMASK, &old, NULL);
 	return r;
 }
 

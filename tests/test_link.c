@@ -56,3 +56,37 @@ Test(link, checker_catches_a_missing_library)
 	(void)system(cmd);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "check-undefined.sh missed weft_nowhere");
 }
+
+/* ---- layering: the runtime never goes through the interposer ---------------- */
+
+/* No runtime object (build/obj/runtime, arch) calls a name a hook object
+ * defines (issue 12 item 6): inside libweft.so and the shim such a call
+ * binds to the hook.  runtime/sys.h is what the runtime uses instead. */
+Test(link, runtime_calls_no_hooked_name)
+{
+	char cmd[8192];
+	snprintf(cmd, sizeof cmd, "sh %s/scripts/check-layering.sh %s/../obj", WEFT_SRCDIR,
+		 WEFT_LIBDIR);
+	int st = system(cmd);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		  "runtime objects call names hook/ defines (listed above)");
+}
+
+/* The checker itself must see such a call: a runtime object calling read
+ * next to a hook object defining it. */
+Test(link, layering_checker_catches_a_hooked_call)
+{
+	char dir[] = "/tmp/weft-layer-XXXXXX", cmd[8192];
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(cmd, sizeof cmd,
+		 "cd %s && mkdir -p runtime hook/preload arch/x86_64 && "
+		 "printf 'long read(int f, void *b, unsigned long n){(void)f;(void)b;return (long)n;}\\n' >h.c && "
+		 "printf 'long read(int, void *, unsigned long);\\nlong f(void){return read(0, 0, 0);}\\n' >r.c && "
+		 "cc -c h.c -o hook/h.o && cc -c r.c -o runtime/r.o && "
+		 "! sh %s/scripts/check-layering.sh %s >out 2>&1 && grep -q 'runtime/r.o: read' out",
+		 dir, WEFT_SRCDIR, dir);
+	int st = system(cmd);
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	(void)system(cmd);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "check-layering.sh missed a call to read");
+}

@@ -194,6 +194,22 @@ Test(corpus, curl, .timeout = 120)
 	same(script, true, 60);
 }
 
+/* stdio on sockets, pipes and popen'd children (hook/preload/stdio.c:
+ * fdopen and popen give FILEs whose reads and writes park the G): a
+ * thread-per-connection fgets server, getline with long lines, fread of
+ * exact sizes, fprintf to a slow reader, popen, and the rest of the
+ * interface - the same output as natively. */
+Test(corpus, stdio_over_sockets_and_pipes, .timeout = 300)
+{
+	char script[PATH_MAX * 6 + 256];
+	const char *p = h_prog("stdiosock");
+	snprintf(script, sizeof script,
+		 "%s server 50 -q; %s getline 10 -q; %s fread 10 -q; %s slowwriter 4 -q; "
+		 "%s popen 10 -q; %s misc 0 -q; echo $?",
+		 p, p, p, p, p, p);
+	same(script, true, 120);
+}
+
 /* What weft does not intercept sees the files as the program made them
  * (issue 12): a server talking through stdio on its sockets (glibc's
  * internal reads), and threads blocked in raw syscall(SYS_read) on

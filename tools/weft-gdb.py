@@ -6,9 +6,9 @@
 #   (gdb) weft bt ID full      ... with locals (any bt options pass through)
 #
 # Nothing runs in the inferior: the Gs are read from the runtime's table
-# of G descriptors (allgs/nallgs, static in runtime/proc.c; libweft is
-# built with -g), so the commands work on a stopped process and on a core
-# file.  A parked G is unwound from the frame its switch left on its
+# of G descriptors (the list from allghead through g.alllink, static in
+# runtime/proc.c; libweft is built with -g), so the commands work on a
+# stopped process and on a core file.  A parked G is unwound from the frame its switch left on its
 # stack (arch/x86_64/ctx_frame.h: at g->sp the MXCSR and x87 control
 # words, then r15 r14 r13 r12 rbx rbp and the return address; the stack
 # pointer after the switch returns is g->sp + 64).  In a live process
@@ -73,9 +73,12 @@ def _waitreason(n):
 
 def all_gs():
     """Every G descriptor the runtime ever made (gdb.Value pointers)."""
-    n = int(_static("nallgs"))
-    allgs = _static("allgs")
-    return [allgs[i] for i in range(n)]
+    out = []
+    gp = _static("allghead")
+    while int(gp) != 0:
+        out.append(gp)
+        gp = gp["alllink"]
+    return out
 
 
 def running_on():

@@ -202,11 +202,13 @@ HOOK int system(const char *cmd)
 
 HOOK FILE *popen(const char *cmd, const char *mode)
 {
-	return WITH_P(FILE *, REAL(popen)(cmd, mode));
+	return stdio_popen(WITH_P(FILE *, REAL(popen)(cmd, mode)), mode);
 }
 
 HOOK int pclose(FILE *f)
 {
+	if (stdio_parks(f))
+		return fclose(f); /* glibc's pclose is fclose; fd.c's flushes parking */
 	return BLOCKING(hook_g() != NULL, REAL(pclose)(f));
 }
 

@@ -9,6 +9,20 @@
  * main thread then only waits (it is no M) and takes the process's
  * signals (signal.c).
  *
+ * Lazy start.  A program that never makes a thread should cost what it
+ * costs natively (shells, make and the short children they run all
+ * inherit the shim).  So main first runs as it would natively: on the
+ * real main thread, on the process stack, with no runtime - no OS
+ * thread, no P, no stack pool, no netpoller.  A hook called there is a
+ * plain thread's call (a blocking read just blocks: main is the only
+ * thread).  The first call that needs a G (pthread_create, thrd_create)
+ * starts the runtime and turns the running
+ * main into the main G (rt_adopt): the same stack and frames, the same
+ * TLS rules as an eager start; the real main thread moves to a small
+ * stack of its own and becomes the signal thread, as it is with an eager
+ * start.  WEFT_START=eager (and WEFT_PTHREADS=native) start everything
+ * before main instead, with main on a stack from the runtime.
+ *
  * Environment.  weft run records what it changed in WEFT_RUN_* (each
  * "+value" or "-" for unset); the shim puts LD_PRELOAD back at once and
  * WEFT_MAXPROCS / WEFT_STACK_SIZE once the runtime has read them, so
@@ -21,9 +35,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 bool shim_native;
+_Atomic bool shim_mainplain;
 
 extern int (*rt_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 extern void (*rt_gexit_hook)(struct g *gp);
@@ -61,6 +77,8 @@ static void restore(const char *name, const char *saved)
 
 DEFREAL(pthread_create);
 
+static bool eager; /* WEFT_START=eager: the runtime before main */
+
 static void readenv(void)
 {
 	const char *p = getenv("WEFT_PTHREADS");
@@ -69,6 +87,13 @@ static void readenv(void)
 			shim_native = true;
 		else if (strcmp(p, "green"))
 			warn("ignoring WEFT_PTHREADS=%s: want green or native", p);
+	}
+	p = getenv("WEFT_START");
+	if (p && *p) {
+		if (!strcmp(p, "eager"))
+			eager = true;
+		else if (strcmp(p, "lazy"))
+			warn("ignoring WEFT_START=%s: want lazy or eager", p);
 	}
 }
 
@@ -81,8 +106,23 @@ __attribute__((constructor)) static void shim_ctor(void)
 }
 
 static _Atomic int startstate; /* 0 not yet, 1 starting, 2 up */
+static void main_go(void);
+static bool onmainstack(void);
 
 void shim_start(void)
+{
+	if (likely(atomic_load_explicit(&startstate, memory_order_acquire) == 2) &&
+	    likely(!atomic_load_explicit(&shim_mainplain, memory_order_relaxed)))
+		return;
+	shim_rtstart();
+	/* only main itself clears it (main_go): a true here on main's own
+	 * stack is main asking for the first time */
+	if (atomic_load_explicit(&shim_mainplain, memory_order_relaxed) && onmainstack())
+		main_go();
+}
+
+/* The runtime (not main's G): once, any thread. */
+void shim_rtstart(void)
 {
 	if (likely(atomic_load_explicit(&startstate, memory_order_acquire) == 2))
 		return;
@@ -115,6 +155,7 @@ struct mainctx {
 	void *tcb; /* the real main thread's TCB, for the main G, or NULL */
 };
 static struct mainctx mainctx;
+static char *mainlo, *mainhi; /* the process stack: main's under a lazy start */
 
 /* What RLIMIT_STACK allows a main thread (1 GiB if unlimited). */
 static size_t main_stack(void)
@@ -140,9 +181,54 @@ static void main_g(void *arg)
 	exit(real_main(c->argc, c->argv, c->envp));
 }
 
+/* ---- lazy start -------------------------------------------------------------------------- */
+
+#define SIGSTACK (256 * 1024) /* the signal thread's stack after main_go */
+
+/* Is the caller main, running on the process stack before its G? */
+static bool onmainstack(void)
+{
+	char *sp = __builtin_frame_address(0);
+	return sp >= mainlo && sp < mainhi;
+}
+
+/* On the real main thread, in the first call that needs main to be a G:
+ * as weft_main_shim does before an eager start, then the running main
+ * becomes the main G (rt_adopt) and this thread the signal thread. */
+static void main_go(void)
+{
+	char *alt = mmap(NULL, SIGSTACK, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+	if (alt == MAP_FAILED)
+		fatal("no memory for the signal thread's stack (%s)", strerror(errno_get()));
+	(void)mprotect(alt, 4096, PROT_NONE); /* a guard page; without one it still runs */
+	gthr_main_alias();
+	gthr_main_keys();
+	sig_start();
+	void *tcb = NULL;
+	if (!shim_native && (weftenv.tls >= 0 ? weftenv.tls : rt_tls_default) && tls_init())
+		tcb = tls_movemain();
+	if (rt_adopt("main", mainlo, mainhi, alt + SIGSTACK, sig_thread) < 0)
+		fatal("no memory to make main a green thread");
+	/* main, now the main G on an M */
+	if (tcb)
+		tls_adopt(getg(), tcb);
+	gthr_main_init();
+	atomic_store_explicit(&shim_mainplain, false, memory_order_relaxed);
+}
+
 static int weft_main_shim(int argc, char **argv, char **envp)
 {
 	mainctx = (struct mainctx){ argc, argv, envp, NULL };
+	/* lazily - unless a constructor made a thread, which started the
+	 * runtime already: then main is a G at once, as with an eager start */
+	if (!eager && !shim_native && atomic_load_explicit(&startstate, memory_order_acquire) == 0) {
+		envinit(); /* WEFT_* as the user set them, before they are put back */
+		restore("WEFT_MAXPROCS", "WEFT_RUN_MAXPROCS");
+		restore("WEFT_STACK_SIZE", "WEFT_RUN_STACK_SIZE");
+		atomic_store_explicit(&shim_mainplain, true, memory_order_relaxed);
+		return real_main(argc, argv, envp); /* exit() takes it, on whatever runs main */
+	}
 	shim_start();
 	restore("WEFT_MAXPROCS", "WEFT_RUN_MAXPROCS");
 	restore("WEFT_STACK_SIZE", "WEFT_RUN_STACK_SIZE");
@@ -155,7 +241,6 @@ static int weft_main_shim(int argc, char **argv, char **envp)
 	weft_attr_t a = { .stack_size = main_stack(), .name = "main", .tls = WEFT_TLS_SHARED };
 	if (!shim_native && (weftenv.tls >= 0 ? weftenv.tls : rt_tls_default) && tls_init())
 		mainctx.tcb = tls_movemain();
-	gthr_live_add(1);
 	if (weft_go_attr(&a, main_g, &mainctx) < 0) {
 		warn("cannot start main as a green thread (%s): running it on the main thread",
 		     strerror(errno_get()));
@@ -174,5 +259,9 @@ HOOK int __libc_start_main(int (*main)(int, char **, char **), int argc, char **
 	static void *_Atomic real_lsm;
 	lsm_fn real = (lsm_fn)hook_real(&real_lsm, "__libc_start_main");
 	real_main = main;
+	/* main's frames are below stack_end; the process stack holds what
+	 * RLIMIT_STACK allows below it */
+	mainhi = (char *)(((uintptr_t)stack_end + 4095) & ~(uintptr_t)4095);
+	mainlo = mainhi - main_stack();
 	return real(weft_main_shim, argc, argv, init, fini, rtld_fini, stack_end);
 }

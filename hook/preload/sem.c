@@ -67,10 +67,26 @@ HOOK int sem_destroy(sem_t *s)
 	return 0;
 }
 
-/* An interruptible wait on a G: 0, -1 (ETIMEDOUT, or EINTR). */
+/* A plain thread's (main before a lazy start, a thread of glibc's):
+ * interrupted by a signal handler, as glibc's sem_wait is - a timed wait
+ * (the untimed one never returns but woken) that gives up on EINTR. */
+static int plainwait(weft_sem_t *w, int64_t ns)
+{
+	note_introk = true;
+	note_intr = false;
+	int r = weft_sem_timedwait(w, ns < 0 ? INT64_MAX / 4 : ns);
+	note_introk = false;
+	if (r == 0)
+		return 0;
+	return fail(note_intr ? EINTR : ETIMEDOUT);
+}
+
+/* An interruptible wait: 0, -1 (ETIMEDOUT, or EINTR). */
 static int semwait(weft_sem_t *w, int64_t ns)
 {
 	struct g *gp = hook_g();
+	if (!gp)
+		return plainwait(w, ns);
 	for (;;) {
 		if (gp)
 			intr_arm(gp);

@@ -25,6 +25,7 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <stdio.h>
 #include <time.h>
 
 /* ---- is the caller the shim itself? ------------------------------------ */
@@ -47,6 +48,11 @@ extern bool shim_native HIDDEN;
 /* The runtime up, real pthread_create wired in, fork handlers set.
  * Idempotent; any thread. */
 void shim_start(void) HIDDEN;
+/* The runtime alone: main stays as it is (any thread). */
+void shim_rtstart(void) HIDDEN;
+/* Lazy start: main still runs as the real main thread, no G yet.
+ * shim_start called from main makes it the main G. */
+extern _Atomic bool shim_mainplain HIDDEN;
 /* Print "weft: <msg>" once per flag. */
 void shim_warn_once(_Atomic int *flag, const char *fmt, ...) HIDDEN
 	__attribute__((format(printf, 2, 3)));
@@ -61,6 +67,9 @@ struct gthr *gthr_self(void) HIDDEN;
  * On the main G: make its record, with those values. */
 void gthr_main_keys(void) HIDDEN;
 void gthr_main_init(void) HIDDEN;
+/* Lazy start, on main before it becomes a G: the main G keeps main's
+ * pthread_t and lock-owner identity as they were (gthr_main_init). */
+void gthr_main_alias(void) HIDDEN;
 /* Live pthreads (main, Gs, native threads): the last one to end exits. */
 void gthr_live_add(long n) HIDDEN;
 void gthr_live_done(void) HIDDEN;
@@ -156,5 +165,13 @@ int pcv_wait(pthread_cond_t *c, pthread_mutex_t *m, int clk, const struct timesp
 
 /* Sleep a little while polling (timed locks): parks on a G. */
 void shim_backoff(int64_t *delay, int64_t left) HIDDEN;
+
+/* ---- stdio (stdio.c) ------------------------------------------------------ */
+
+/* popen's FILE f as a cookie FILE over its fd whose reads and writes park
+ * a G (f itself if mode is not a plain one or memory ran out). */
+FILE *stdio_popen(FILE *f, const char *mode) HIDDEN;
+/* A cookie FILE (made by stdio.c's fdopen/popen, or the program's own). */
+bool stdio_parks(FILE *f) HIDDEN;
 
 #endif

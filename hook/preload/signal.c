@@ -517,6 +517,10 @@ void sig_start(void)
 			tell(mp->tid);
 	watcher_start();
 	router_start();
+	/* and H, now that the router reads it: handlers installed before
+	 * (constructors; main before a lazy start) must not run here */
+	st_mask(&m);
+	REAL(pthread_sigmask)(SIG_SETMASK, &m, NULL);
 	hook_sigrun = sig_run;
 	cancel_start();
 	active = true;

@@ -66,9 +66,20 @@ static _Atomic size_t gused;
 static struct lock glock;
 static struct gthr *gfree;
 
-static inline bool is_gthr(pthread_t th)
+/* After a lazy start main's pthread_t stays what it was before main was
+ * a G - glibc's, the real main thread's - and names the main G's record
+ * (gthr_main_alias). */
+static pthread_t mainalias;
+static struct gthr *mainrec;
+
+/* Is *th a G's?  The main alias becomes its record's address. */
+static inline bool is_gthr(pthread_t *th)
 {
-	char *p = (char *)th;
+	if (unlikely(*th == mainalias) && mainrec) {
+		*th = (pthread_t)mainrec;
+		return true;
+	}
+	char *p = (char *)*th;
 	size_t used = atomic_load_explicit(&gused, memory_order_acquire);
 	return gbase && p >= gbase && p < gbase + used && (size_t)(p - gbase) % SLOT == 0;
 }
@@ -118,12 +129,16 @@ static void gthr_free(struct gthr *t)
 /* ---- who is running ------------------------------------------------------------- */
 
 static __thread int mytid __attribute__((tls_model("initial-exec")));
+/* The main G after a lazy start keeps the identity main had as a plain
+ * thread (-tid), so a lock it took then is still its own. */
+static struct g *sidg;
+static int64_t sidmain, sidnext;
 
 int64_t shim_selfid(void)
 {
 	struct g *gp = getg();
 	if (gp)
-		return gp->id;
+		return unlikely(gp == sidg) ? sidmain : gp->id;
 	if (!mytid)
 		mytid = (int)sys3(SYS_gettid, 0, 0, 0);
 	return -(int64_t)mytid;
@@ -156,7 +171,9 @@ struct gthr *gthr_self(void)
 
 /* ---- live threads ---------------------------------------------------------------------- */
 
-static _Atomic long nlive;
+/* main counts from the start: a thread a constructor makes and that ends
+ * before main runs is not the last one */
+static _Atomic long nlive = 1;
 
 void gthr_live_add(long n)
 {
@@ -382,12 +399,27 @@ void gthr_main_keys(void)
 	}
 }
 
+static pthread_t aliasnext;
+DEFREAL(pthread_self);
+
+void gthr_main_alias(void)
+{
+	sidnext = shim_selfid();
+	aliasnext = REAL(pthread_self)();
+}
+
 void gthr_main_init(void)
 {
 	struct gthr *t = gthr_alloc();
 	if (!t)
 		fatal("out of memory for the main thread record");
 	struct g *gp = getg();
+	if (aliasnext) {
+		sidmain = sidnext;
+		sidg = gp;
+		mainrec = t;
+		mainalias = aliasnext;
+	}
 	gbind(t, gp);
 	sig_gstart(gp, sig_inherit(), true);
 	for (pthread_key_t k = 0; mainkeys && k < KEYS_MAX; k++) {
@@ -746,21 +778,21 @@ static int gjoin(struct gthr *t, void **ret, int mode, clockid_t clk, const stru
 
 HOOK int pthread_join(pthread_t th, void **ret)
 {
-	if (!is_gthr(th))
+	if (!is_gthr(&th))
 		return REAL(pthread_join)(th, ret);
 	return gjoin((struct gthr *)th, ret, J_WAIT, CLOCK_REALTIME, NULL);
 }
 
 HOOK int pthread_tryjoin_np(pthread_t th, void **ret)
 {
-	if (!is_gthr(th))
+	if (!is_gthr(&th))
 		return REAL(pthread_tryjoin_np)(th, ret);
 	return gjoin((struct gthr *)th, ret, J_TRY, CLOCK_REALTIME, NULL);
 }
 
 HOOK int pthread_timedjoin_np(pthread_t th, void **ret, const struct timespec *abstime)
 {
-	if (!is_gthr(th))
+	if (!is_gthr(&th))
 		return REAL(pthread_timedjoin_np)(th, ret, abstime);
 	if (!abstime)
 		return gjoin((struct gthr *)th, ret, J_WAIT, CLOCK_REALTIME, NULL);
@@ -769,7 +801,7 @@ HOOK int pthread_timedjoin_np(pthread_t th, void **ret, const struct timespec *a
 
 HOOK int pthread_clockjoin_np(pthread_t th, void **ret, clockid_t clk, const struct timespec *abstime)
 {
-	if (!is_gthr(th))
+	if (!is_gthr(&th))
 		return REAL(pthread_clockjoin_np)(th, ret, clk, abstime);
 	if (clk != CLOCK_REALTIME && clk != CLOCK_MONOTONIC)
 		return EINVAL;
@@ -780,7 +812,7 @@ HOOK int pthread_clockjoin_np(pthread_t th, void **ret, clockid_t clk, const str
 
 HOOK int pthread_detach(pthread_t th)
 {
-	if (!is_gthr(th))
+	if (!is_gthr(&th))
 		return REAL(pthread_detach)(th);
 	struct gthr *t = (struct gthr *)th;
 	uint32_t old = atomic_fetch_or(&t->flags, T_DETACHED);
@@ -793,7 +825,6 @@ HOOK int pthread_detach(pthread_t th)
 
 /* ---- self, attributes, names ----------------------------------------------------------------- */
 
-DEFREAL(pthread_self);
 DEFREAL(pthread_getattr_np);
 DEFREAL(pthread_setname_np);
 DEFREAL(pthread_getname_np);
@@ -808,12 +839,14 @@ HOOK pthread_t pthread_self(void)
 pthread_t shim_self(void)
 {
 	struct gthr *t = gthr_self();
-	return t ? (pthread_t)t : REAL(pthread_self)();
+	if (!t)
+		return REAL(pthread_self)(); /* main too, before its G */
+	return unlikely(t == mainrec) ? mainalias : (pthread_t)t;
 }
 
 HOOK int pthread_getattr_np(pthread_t th, pthread_attr_t *attr)
 {
-	if (!is_gthr(th))
+	if (!is_gthr(&th))
 		return REAL(pthread_getattr_np)(th, attr);
 	struct gthr *t = (struct gthr *)th;
 	int r = REAL(pthread_attr_init)(attr);
@@ -830,7 +863,7 @@ HOOK int pthread_getattr_np(pthread_t th, pthread_attr_t *attr)
 
 HOOK int pthread_setname_np(pthread_t th, const char *name)
 {
-	if (!is_gthr(th))
+	if (!is_gthr(&th))
 		return REAL(pthread_setname_np)(th, name);
 	size_t n = strlen(name);
 	if (n > 15)
@@ -842,7 +875,7 @@ HOOK int pthread_setname_np(pthread_t th, const char *name)
 
 HOOK int pthread_getname_np(pthread_t th, char *buf, size_t len)
 {
-	if (!is_gthr(th))
+	if (!is_gthr(&th))
 		return REAL(pthread_getname_np)(th, buf, len);
 	struct gthr *t = (struct gthr *)th;
 	char name[16];
@@ -878,7 +911,7 @@ static bool exited(pthread_t th)
 
 HOOK int pthread_cancel(pthread_t th)
 {
-	if (!is_gthr(th))
+	if (!is_gthr(&th))
 		return REAL(pthread_cancel)(th);
 	struct gthr *t = (struct gthr *)th;
 	struct g *gp = t->g; /* a G descriptor is never freed: check it is still t's */
@@ -903,21 +936,21 @@ static int gkill(pthread_t th, int sig, int code, const union sigval *v)
 
 HOOK int pthread_kill(pthread_t th, int sig)
 {
-	if (!is_gthr(th))
+	if (!is_gthr(&th))
 		return REAL(pthread_kill)(th, sig);
 	return gkill(th, sig, SI_TKILL, NULL);
 }
 
 HOOK int pthread_sigqueue(pthread_t th, int sig, const union sigval val)
 {
-	if (!is_gthr(th))
+	if (!is_gthr(&th))
 		return REAL(pthread_sigqueue)(th, sig, val);
 	return gkill(th, sig, SI_QUEUE, &val);
 }
 
 HOOK int pthread_getschedparam(pthread_t th, int *policy, struct sched_param *param)
 {
-	if (!is_gthr(th))
+	if (!is_gthr(&th))
 		return REAL(pthread_getschedparam)(th, policy, param);
 	*policy = SCHED_OTHER;
 	param->sched_priority = 0;
@@ -926,7 +959,7 @@ HOOK int pthread_getschedparam(pthread_t th, int *policy, struct sched_param *pa
 
 HOOK int pthread_setschedparam(pthread_t th, int policy, const struct sched_param *param)
 {
-	if (!is_gthr(th))
+	if (!is_gthr(&th))
 		return REAL(pthread_setschedparam)(th, policy, param);
 	if (policy == SCHED_OTHER && param->sched_priority == 0)
 		return 0;
@@ -937,7 +970,7 @@ HOOK int pthread_setschedparam(pthread_t th, int policy, const struct sched_para
 
 HOOK int pthread_setschedprio(pthread_t th, int prio)
 {
-	if (!is_gthr(th))
+	if (!is_gthr(&th))
 		return REAL(pthread_setschedprio)(th, prio);
 	if (prio == 0)
 		return 0;
@@ -948,14 +981,14 @@ HOOK int pthread_setschedprio(pthread_t th, int prio)
 
 HOOK int pthread_getaffinity_np(pthread_t th, size_t size, cpu_set_t *set)
 {
-	if (!is_gthr(th))
+	if (!is_gthr(&th))
 		return REAL(pthread_getaffinity_np)(th, size, set);
 	return sched_getaffinity(0, size, set) == 0 ? 0 : errno_get();
 }
 
 HOOK int pthread_setaffinity_np(pthread_t th, size_t size, const cpu_set_t *set)
 {
-	if (!is_gthr(th))
+	if (!is_gthr(&th))
 		return REAL(pthread_setaffinity_np)(th, size, set);
 	shim_warn_once(&warned_affinity, "CPU affinity of a green thread is ignored "
 					 "(it runs on whichever OS thread is free)");
@@ -964,7 +997,7 @@ HOOK int pthread_setaffinity_np(pthread_t th, size_t size, const cpu_set_t *set)
 
 HOOK int pthread_getcpuclockid(pthread_t th, clockid_t *clk)
 {
-	if (!is_gthr(th))
+	if (!is_gthr(&th))
 		return REAL(pthread_getcpuclockid)(th, clk);
 	shim_warn_once(&warned_clock, "a green thread has no CPU-time clock of its own "
 				      "(pthread_getcpuclockid returns ENOTSUP)");

@@ -1134,38 +1134,48 @@ static void case_cancel(void)
 
 /* A call weft does not hook (a raw system call) blocks its OS thread;
  * the other threads keep running meanwhile (sysmon hands the processor
- * on).  Prints how far the ticker got while the blocker slept 300 ms. */
-static atomic_int ticks, blocking_done;
+ * on).  The blocker reads a pipe with a raw read(2) that only the ticker
+ * releases, after 50 ticks of a hooked sleep: if the blocked thread held
+ * on to the processor, the ticker would never run and the case would
+ * hang (the test's time bound).  An event, not a race with a clock: a
+ * loaded machine only makes it slower. */
+static atomic_int ticks, blocker_in;
+static int unhooked_pipe[2];
 
 static void *blocker(void *arg)
 {
 	(void)arg;
-	struct timespec ts = { 0, 300000000 };
-	syscall(SYS_nanosleep, &ts, NULL);
-	atomic_store(&blocking_done, 1);
-	return NULL;
+	char c;
+	atomic_store(&blocker_in, 1);
+	long n = syscall(SYS_read, unhooked_pipe[0], &c, 1);
+	return (void *)(intptr_t)n;
 }
 
 static void *ticker(void *arg)
 {
 	(void)arg;
-	while (!atomic_load(&blocking_done)) {
+	while (atomic_load(&ticks) < 50) {
 		atomic_fetch_add(&ticks, 1);
 		usleep(1000);
 	}
+	syscall(SYS_write, unhooked_pipe[1], "x", 1);
 	return NULL;
 }
 
 static void case_unhooked(void)
 {
 	pthread_t b, t;
+	void *r;
+	CHECK(pipe(unhooked_pipe) == 0);
 	create(&b, blocker, NULL);
-	usleep(20000); /* the blocker is in its system call */
+	while (!atomic_load(&blocker_in))
+		usleep(1000);
+	usleep(20000); /* most likely in its system call by now (either way right) */
 	create(&t, ticker, NULL);
-	join(b, NULL);
+	join(b, &r);
 	join(t, NULL);
-	printf("ticks=%d\n", atomic_load(&ticks));
-	CHECK(atomic_load(&ticks) >= 50);
+	printf("ticks=%d read=%ld\n", atomic_load(&ticks), (long)(intptr_t)r);
+	CHECK((intptr_t)r == 1);
 }
 
 /* Is weft underneath?  A test-only look (the program needs no weft). */

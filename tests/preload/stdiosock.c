@@ -1,0 +1,663 @@
+/*
+ * stdiosock.c - stdio on sockets and pipes (issue 12 item 3): a plain
+ * pthread program, built without weft.
+ *
+ *   stdiosock server N [-q]   a thread-per-connection server on fdopen
+ *                             (fgets on "r", fputs/fflush on "w" over a
+ *                             dup, C's idiom for a socket); N clients each
+ *                             send half a line, wait until every server
+ *                             is in fgets, then the rest and a 20,000-byte
+ *                             line; every byte of the echo is checked
+ *   stdiosock getline N [-q]  N readers, getline over fdopen'd pipes and
+ *                             socketpairs, lines up to 200,000 bytes
+ *                             written in 999-byte pieces (many reads each)
+ *   stdiosock fread N [-q]    N readers, fread of exact sizes (1 byte to
+ *                             100,000) over sockets, then EOF
+ *   stdiosock slowwriter N [-q]  N writers, fprintf + fflush of 2 MB each
+ *                             into a socket nobody reads until every
+ *                             writer is stuck in it
+ *   stdiosock popen N [-q]    N threads, each fgets from popen("read a
+ *                             line from a pipe; echo it") and pclose
+ *   stdiosock misc            fileno, ftell, fdopen's mode check, setvbuf
+ *                             (unbuffered, line), fscanf, ungetc, _unlocked
+ *                             calls, flockfile between threads, fclose
+ *                             closing the fd and failing when its flush
+ *                             does, popen "w"
+ *
+ * Each case prints "ok CASE" and, unless -q, " max_threads=T
+ * waiting_threads=W": the most OS threads (/proc/self/task) seen while it
+ * ran, sampled every ms by a thread of its own, and the count once every
+ * thread of the case has waited in stdio for 30 samples (an event count,
+ * not a sleep that must be long enough; a thread blocked in the kernel
+ * is still there then, a spare the runtime lent for a moment has gone).
+ * Then it lets them go.  Exits 1 with "FAIL ..." on any difference.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define FAIL(...)                                                       \
+	do {                                                            \
+		printf("FAIL %s:%d: ", __func__, __LINE__);             \
+		printf(__VA_ARGS__);                                    \
+		printf("\n");                                           \
+		fflush(stdout);                                         \
+		_exit(1);                                               \
+	} while (0)
+#define CHECK(c)                                                        \
+	do {                                                            \
+		if (!(c))                                               \
+			FAIL("%s (errno %d %s)", #c, errno, strerror(errno)); \
+	} while (0)
+
+/* ---- the thread counter and the gate ---------------------------------------- */
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static long ticks;       /* samples taken */
+static int max_threads;  /* most OS threads seen */
+static int last;         /* the latest sample */
+static int waited;       /* the sample after 30 with every thread waiting */
+static bool stop;        /* the sampler ends */
+static int entered;      /* threads that reached the point they wait at */
+static bool gate;        /* they may go on */
+
+static int count_tasks(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	int n = 0;
+	struct dirent *e;
+	CHECK(d);
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+static void *sampler(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		int n = count_tasks();
+		pthread_mutex_lock(&mu);
+		if (n > max_threads)
+			max_threads = n;
+		last = n;
+		ticks++;
+		pthread_cond_broadcast(&cv);
+		bool s = stop;
+		pthread_mutex_unlock(&mu);
+		if (s)
+			return NULL;
+		usleep(1000);
+	}
+}
+
+/* One more thread is at its waiting point. */
+static void arrive(void)
+{
+	pthread_mutex_lock(&mu);
+	entered++;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+}
+
+static void wait_gate(void)
+{
+	pthread_mutex_lock(&mu);
+	while (!gate)
+		pthread_cond_wait(&cv, &mu);
+	pthread_mutex_unlock(&mu);
+}
+
+/* Wait until n threads arrived, then 30 samples more, then open the gate. */
+static void open_gate(int n)
+{
+	pthread_mutex_lock(&mu);
+	while (entered < n)
+		pthread_cond_wait(&cv, &mu);
+	long t = ticks + 30;
+	while (ticks < t)
+		pthread_cond_wait(&cv, &mu);
+	waited = last;
+	gate = true;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+}
+
+/* Byte j of line (or record) i. */
+static char pat(int i, long j)
+{
+	return (char)('a' + (i * 7 + j) % 26);
+}
+
+static void write_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t k = write(fd, p, n);
+		CHECK(k > 0);
+		p += k;
+		n -= (size_t)k;
+	}
+}
+
+static void read_all(int fd, char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t k = read(fd, p, n);
+		CHECK(k > 0);
+		p += k;
+		n -= (size_t)k;
+	}
+}
+
+/* ---- server: fdopen/fgets/fputs/fflush per connection ---------------------------- */
+
+static int port;
+
+static void *serve(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	FILE *f = fdopen(fd, "r"), *o = fdopen(dup(fd), "w");
+	CHECK(f && o);
+	CHECK(fileno(f) == fd);
+	char line[4096];
+	arrive(); /* about to wait in fgets for the rest of a line */
+	while (fgets(line, sizeof line, f)) {
+		CHECK(fputs(line, o) >= 0);
+		CHECK(fflush(o) == 0);
+	}
+	CHECK(feof(f) && !ferror(f));
+	CHECK(fclose(o) == 0);
+	CHECK(fclose(f) == 0);
+	return NULL;
+}
+
+static void *client(void *arg)
+{
+	int id = (int)(intptr_t)arg;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(fd >= 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+	char head[64], tail[] = " part two\n";
+	int hn = snprintf(head, sizeof head, "client %d part one", id);
+	size_t ln = 20000, total = (size_t)hn + strlen(tail) + ln;
+	char *out = malloc(total), *in = malloc(total);
+	CHECK(out && in);
+	memcpy(out, head, (size_t)hn);
+	memcpy(out + hn, tail, strlen(tail));
+	for (size_t j = 0; j < ln - 1; j++)
+		out[(size_t)hn + strlen(tail) + j] = pat(id, (long)j);
+	out[total - 1] = '\n';
+	write_all(fd, out, (size_t)hn);
+	arrive();
+	wait_gate();
+	write_all(fd, out + hn, total - (size_t)hn);
+	read_all(fd, in, total);
+	CHECK(memcmp(in, out, total) == 0);
+	CHECK(shutdown(fd, SHUT_WR) == 0);
+	char c;
+	CHECK(read(fd, &c, 1) == 0); /* the server's fclose */
+	close(fd);
+	free(out);
+	free(in);
+	return NULL;
+}
+
+static int server_case(int n)
+{
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(lfd >= 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof a;
+	CHECK(bind(lfd, (struct sockaddr *)&a, sizeof a) == 0);
+	CHECK(listen(lfd, 4096) == 0);
+	CHECK(getsockname(lfd, (struct sockaddr *)&a, &len) == 0);
+	port = ntohs(a.sin_port);
+	pthread_t *c = calloc((size_t)n, sizeof *c), *s = calloc((size_t)n, sizeof *s);
+	for (int i = 0; i < n; i++)
+		CHECK(pthread_create(&c[i], NULL, client, (void *)(intptr_t)i) == 0);
+	for (int i = 0; i < n; i++) {
+		int fd = accept(lfd, NULL, NULL);
+		CHECK(fd >= 0);
+		CHECK(pthread_create(&s[i], NULL, serve, (void *)(intptr_t)fd) == 0);
+	}
+	open_gate(2 * n);
+	for (int i = 0; i < n; i++) {
+		pthread_join(c[i], NULL);
+		pthread_join(s[i], NULL);
+	}
+	close(lfd);
+	return 0;
+}
+
+/* ---- getline: long lines over pipes and socketpairs ------------------------------- */
+
+static const long lens[] = { 1, 100, 5000, 8191, 8192, 8193, 70000, 200000, 3, 0 };
+#define NLENS (sizeof lens / sizeof lens[0])
+
+/* Line i of pair id: lens[i] bytes of pattern, then '\n'. */
+static void *line_writer(void *arg)
+{
+	int fd = (int)(intptr_t)arg >> 8, id = (int)(intptr_t)arg & 0xff;
+	char piece[999];
+	bool half = false;
+	for (size_t i = 0; i < NLENS; i++) {
+		long len = lens[i] + 1, off = 0;
+		while (off < len) {
+			long k = len - off < (long)sizeof piece ? len - off : (long)sizeof piece;
+			for (long j = 0; j < k; j++)
+				piece[j] = off + j == len - 1 ? '\n' : pat(id + (int)i, off + j);
+			write_all(fd, piece, (size_t)k);
+			off += k;
+			if (!half && i == 3 && off >= 999) {
+				half = true; /* the reader waits in getline for the rest */
+				arrive();
+				wait_gate();
+			}
+		}
+	}
+	close(fd);
+	return NULL;
+}
+
+static void *line_reader(void *arg)
+{
+	int fd = (int)(intptr_t)arg >> 8, id = (int)(intptr_t)arg & 0xff;
+	FILE *f = fdopen(fd, "r");
+	CHECK(f);
+	char *line = NULL;
+	size_t cap = 0;
+	for (size_t i = 0; i < NLENS; i++) {
+		ssize_t r = getline(&line, &cap, f);
+		if (r != lens[i] + 1)
+			FAIL("pair %d line %zu: getline %zd, want %ld", id, i, r, lens[i] + 1);
+		for (long j = 0; j < lens[i]; j++)
+			if (line[j] != pat(id + (int)i, j))
+				FAIL("pair %d line %zu byte %ld", id, i, j);
+		CHECK(line[lens[i]] == '\n');
+	}
+	CHECK(getline(&line, &cap, f) == -1 && feof(f) && !ferror(f));
+	free(line);
+	CHECK(fclose(f) == 0);
+	return NULL;
+}
+
+static int getline_case(int n)
+{
+	pthread_t *t = calloc(2 * (size_t)n, sizeof *t);
+	for (int i = 0; i < n; i++) {
+		int p[2];
+		if (i % 2)
+			CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, p) == 0);
+		else
+			CHECK(pipe(p) == 0);
+		int id = i & 0xff;
+		CHECK(pthread_create(&t[2 * i], NULL, line_reader, (void *)(intptr_t)(p[0] << 8 | id)) == 0);
+		CHECK(pthread_create(&t[2 * i + 1], NULL, line_writer, (void *)(intptr_t)(p[1] << 8 | id)) == 0);
+	}
+	open_gate(n);
+	for (int i = 0; i < 2 * n; i++)
+		pthread_join(t[i], NULL);
+	return 0;
+}
+
+/* ---- fread: exact sizes ---------------------------------------------------------- */
+
+static const long recs[] = { 1, 7, 4096, 8192, 8193, 100000, 3, 65536, 2 };
+#define NRECS (sizeof recs / sizeof recs[0])
+
+static void *rec_writer(void *arg)
+{
+	int fd = (int)(intptr_t)arg >> 8, id = (int)(intptr_t)arg & 0xff;
+	char piece[333];
+	for (size_t i = 0; i < NRECS; i++) {
+		for (long off = 0; off < recs[i];) {
+			long k = recs[i] - off < (long)sizeof piece ? recs[i] - off : (long)sizeof piece;
+			for (long j = 0; j < k; j++)
+				piece[j] = pat(id + (int)i, off + j);
+			write_all(fd, piece, (size_t)k);
+			off += k;
+			if (i == 5 && off == 333) { /* the reader waits in fread for the rest */
+				arrive();
+				wait_gate();
+			}
+		}
+	}
+	close(fd);
+	return NULL;
+}
+
+static void *rec_reader(void *arg)
+{
+	int fd = (int)(intptr_t)arg >> 8, id = (int)(intptr_t)arg & 0xff;
+	FILE *f = fdopen(fd, "r");
+	CHECK(f);
+	char *buf = malloc(100000);
+	CHECK(buf);
+	for (size_t i = 0; i < NRECS; i++) {
+		size_t r = i % 2 ? fread(buf, (size_t)recs[i], 1, f) * (size_t)recs[i]
+				 : fread(buf, 1, (size_t)recs[i], f);
+		if (r != (size_t)recs[i])
+			FAIL("pair %d record %zu: fread %zu, want %ld", id, i, r, recs[i]);
+		for (long j = 0; j < recs[i]; j++)
+			if (buf[j] != pat(id + (int)i, j))
+				FAIL("pair %d record %zu byte %ld", id, i, j);
+	}
+	CHECK(fread(buf, 1, 10, f) == 0 && feof(f) && !ferror(f));
+	CHECK(fgetc(f) == EOF);
+	free(buf);
+	CHECK(fclose(f) == 0);
+	return NULL;
+}
+
+static int fread_case(int n)
+{
+	pthread_t *t = calloc(2 * (size_t)n, sizeof *t);
+	for (int i = 0; i < n; i++) {
+		int p[2];
+		CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, p) == 0);
+		int id = i & 0xff;
+		CHECK(pthread_create(&t[2 * i], NULL, rec_reader, (void *)(intptr_t)(p[0] << 8 | id)) == 0);
+		CHECK(pthread_create(&t[2 * i + 1], NULL, rec_writer, (void *)(intptr_t)(p[1] << 8 | id)) == 0);
+	}
+	open_gate(n);
+	for (int i = 0; i < 2 * n; i++)
+		pthread_join(t[i], NULL);
+	return 0;
+}
+
+/* ---- fprintf + fflush into a socket nobody reads yet -------------------------------- */
+
+#define SLOW_LINES 20000 /* ~2 MB per writer */
+
+static int slow_line(char *buf, size_t cap, int id, int i)
+{
+	return snprintf(buf, cap, "writer %d line %d %.*s\n", id, i, 60 + i % 37,
+			"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdefghijkl");
+}
+
+static void *slow_writer(void *arg)
+{
+	int fd = (int)(intptr_t)arg >> 8, id = (int)(intptr_t)arg & 0xff;
+	FILE *f = fdopen(fd, "w");
+	CHECK(f);
+	arrive(); /* the socket fills up: fprintf/fflush wait for the reader */
+	for (int i = 0; i < SLOW_LINES; i++) {
+		CHECK(fprintf(f, "writer %d line %d %.*s\n", id, i, 60 + i % 37,
+			      "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdefghijkl") > 0);
+		if (i % 100 == 99)
+			CHECK(fflush(f) == 0);
+	}
+	CHECK(fclose(f) == 0);
+	return NULL;
+}
+
+static void *slow_reader(void *arg)
+{
+	int fd = (int)(intptr_t)arg >> 8, id = (int)(intptr_t)arg & 0xff;
+	wait_gate();
+	char want[256], got[256];
+	for (int i = 0; i < SLOW_LINES; i++) {
+		int k = slow_line(want, sizeof want, id, i);
+		read_all(fd, got, (size_t)k);
+		if (memcmp(got, want, (size_t)k))
+			FAIL("writer %d line %d", id, i);
+	}
+	CHECK(read(fd, got, 1) == 0);
+	close(fd);
+	return NULL;
+}
+
+static int slowwriter_case(int n)
+{
+	pthread_t *t = calloc(2 * (size_t)n, sizeof *t);
+	for (int i = 0; i < n; i++) {
+		int p[2];
+		CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, p) == 0);
+		int id = i & 0xff;
+		CHECK(pthread_create(&t[2 * i], NULL, slow_reader, (void *)(intptr_t)(p[0] << 8 | id)) == 0);
+		CHECK(pthread_create(&t[2 * i + 1], NULL, slow_writer, (void *)(intptr_t)(p[1] << 8 | id)) == 0);
+	}
+	open_gate(n);
+	for (int i = 0; i < 2 * n; i++)
+		pthread_join(t[i], NULL);
+	return 0;
+}
+
+/* ---- popen ------------------------------------------------------------------------- */
+
+static int *popen_w; /* the write end of each child's input pipe */
+
+static FILE **popen_f; /* each reader's popen'd FILE */
+
+static void *popen_reader(void *arg)
+{
+	int id = (int)(intptr_t)arg;
+	FILE *f = popen_f[id];
+	char line[128], want[64];
+	arrive(); /* fgets waits for the child, which waits for main */
+	CHECK(fgets(line, sizeof line, f));
+	snprintf(want, sizeof want, "hello %d\n", id);
+	if (strcmp(line, want))
+		FAIL("popen %d: got %s", id, line);
+	CHECK(!fgets(line, sizeof line, f) && feof(f));
+	int st = pclose(f);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	return NULL;
+}
+
+static int popen_case(int n)
+{
+	pthread_t *t = calloc((size_t)n, sizeof *t);
+	popen_w = calloc((size_t)n, sizeof *popen_w);
+	popen_f = calloc((size_t)n, sizeof *popen_f);
+	/* one child at a time (making children is not what is measured) */
+	for (int i = 0; i < n; i++) {
+		int p[2];
+		char cmd[128];
+		CHECK(pipe2(p, O_CLOEXEC) == 0);
+		CHECK(fcntl(p[0], F_SETFD, 0) == 0);
+		snprintf(cmd, sizeof cmd, "read l </dev/fd/%d; echo \"$l\"", p[0]);
+		popen_w[i] = p[1];
+		CHECK(popen_f[i] = popen(cmd, "r"));
+		CHECK(fileno(popen_f[i]) >= 0);
+		close(p[0]); /* the child has it */
+	}
+	for (int i = 0; i < n; i++)
+		CHECK(pthread_create(&t[i], NULL, popen_reader, (void *)(intptr_t)i) == 0);
+	open_gate(n);
+	for (int i = 0; i < n; i++) {
+		char l[64];
+		int k = snprintf(l, sizeof l, "hello %d\n", i);
+		write_all(popen_w[i], l, (size_t)k);
+		close(popen_w[i]);
+	}
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	return 0;
+}
+
+/* ---- the rest of the interface ------------------------------------------------------ */
+
+/* errno, read afresh: glibc's __errno_location is const, so gcc may keep
+ * errno's address from the top of a function, which with weft's shared
+ * TLS (the default) is the OS thread's the thread ran on then
+ * (docs/preload.md, "Thread-local state and errno"). */
+static __attribute__((noinline)) int errno_now(void)
+{
+	__asm__ volatile("" ::: "memory");
+	return errno;
+}
+
+static FILE *shared;
+
+static void *locker(void *arg)
+{
+	const char *a = arg;
+	for (int i = 0; i < 300; i++) {
+		flockfile(shared);
+		for (int j = 0; j < 10; j++)
+			CHECK(fputc_unlocked(a[0], shared) != EOF);
+		CHECK(fputs("-", shared) >= 0);
+		for (int j = 0; j < 10; j++)
+			CHECK(putc(a[0], shared) != EOF);
+		CHECK(fputc('\n', shared) != EOF);
+		CHECK(fflush_unlocked(shared) == 0);
+		funlockfile(shared);
+	}
+	return NULL;
+}
+
+static int misc_case(void)
+{
+	int sv[2], p[2];
+	char buf[256];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	FILE *f = fdopen(sv[0], "r+");
+	CHECK(f && fileno(f) == sv[0]);
+	CHECK(ftell(f) == -1 && errno_now() == ESPIPE);
+
+	/* fdopen's mode against the fd's */
+	CHECK(pipe(p) == 0);
+	CHECK(!fdopen(p[0], "w") && errno_now() == EINVAL);
+	CHECK(!fdopen(p[1], "r+") && errno_now() == EINVAL);
+
+	/* unbuffered: each call writes */
+	CHECK(setvbuf(f, NULL, _IONBF, 0) == 0);
+	CHECK(fputs("abc", f) >= 0);
+	read_all(sv[1], buf, 3);
+	CHECK(!memcmp(buf, "abc", 3));
+	/* line-buffered: up to the newline, the rest at fflush */
+	FILE *g = fdopen(dup(sv[0]), "w");
+	CHECK(g);
+	static char lb[64];
+	CHECK(setvbuf(g, lb, _IOLBF, sizeof lb) == 0);
+	CHECK(fprintf(g, "x=%d\ny", 42) > 0);
+	read_all(sv[1], buf, 5);
+	CHECK(!memcmp(buf, "x=42\n", 5));
+	CHECK(fflush(g) == 0);
+	read_all(sv[1], buf, 1);
+	CHECK(buf[0] == 'y');
+	CHECK(fclose(g) == 0);
+
+	/* reading: fscanf, getc/ungetc, the _unlocked calls */
+	write_all(sv[1], "12 34 hello\nAB", 14);
+	int x, y;
+	char w[16];
+	CHECK(fscanf(f, "%d %d %15s", &x, &y, w) == 3 && x == 12 && y == 34 && !strcmp(w, "hello"));
+	CHECK(getc(f) == '\n');
+	CHECK(fgetc_unlocked(f) == 'A');
+	CHECK(ungetc('Z', f) == 'Z');
+	CHECK(getc_unlocked(f) == 'Z');
+	CHECK(fgetc(f) == 'B');
+	CHECK(shutdown(sv[1], SHUT_WR) == 0);
+	CHECK(getc(f) == EOF && feof(f));
+	clearerr(f);
+
+	/* flockfile keeps two threads' lines whole */
+	shared = f;
+	pthread_t t1, t2;
+	CHECK(pthread_create(&t1, NULL, locker, "a") == 0);
+	CHECK(pthread_create(&t2, NULL, locker, "b") == 0);
+	FILE *in = fdopen(sv[1], "r");
+	CHECK(in);
+	for (int i = 0; i < 600; i++) {
+		CHECK(fgets(buf, sizeof buf, in));
+		CHECK(strlen(buf) == 22);
+		for (int j = 0; j < 21; j++)
+			CHECK(j == 10 ? buf[j] == '-' : buf[j] == buf[0]);
+	}
+	pthread_join(t1, NULL);
+	pthread_join(t2, NULL);
+
+	/* fclose closes the fd */
+	CHECK(fclose(f) == 0); /* the last reference to sv[0]: the peer sees EOF */
+	CHECK(!fgets(buf, sizeof buf, in) && feof(in));
+	CHECK(fclose(in) == 0);
+
+	/* a flush that fails at fclose makes fclose fail */
+	signal(SIGPIPE, SIG_IGN);
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	FILE *dead = fdopen(sv[0], "w");
+	CHECK(dead);
+	close(sv[1]);
+	CHECK(fputs("lost", dead) >= 0);
+	CHECK(fclose(dead) == EOF && errno_now() == EPIPE);
+
+	/* popen "w": all of it reaches the child */
+	char path[] = "/tmp/stdiosock.XXXXXX", cmd[64];
+	int tfd = mkstemp(path);
+	CHECK(tfd >= 0);
+	close(tfd);
+	snprintf(cmd, sizeof cmd, "cat > %s", path);
+	FILE *pw = popen(cmd, "w");
+	CHECK(pw);
+	for (int i = 0; i < 20000; i++)
+		CHECK(fprintf(pw, "%d\n", i) > 0);
+	int st = pclose(pw);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	FILE *rf = fopen(path, "r");
+	CHECK(rf);
+	for (int i = 0; i < 20000; i++) {
+		int v;
+		CHECK(fscanf(rf, "%d", &v) == 1 && v == i);
+	}
+	fclose(rf);
+	unlink(path);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		goto usage;
+	const char *c = argv[1];
+	int n = argc > 2 ? atoi(argv[2]) : 0;
+	bool quiet = argc > 3 && !strcmp(argv[3], "-q");
+	pthread_t s;
+	CHECK(pthread_create(&s, NULL, sampler, NULL) == 0);
+	int r;
+	if (!strcmp(c, "server") && n > 0)
+		r = server_case(n);
+	else if (!strcmp(c, "getline") && n > 0 && n <= 255)
+		r = getline_case(n);
+	else if (!strcmp(c, "fread") && n > 0 && n <= 255)
+		r = fread_case(n);
+	else if (!strcmp(c, "slowwriter") && n > 0 && n <= 255)
+		r = slowwriter_case(n);
+	else if (!strcmp(c, "popen") && n > 0)
+		r = popen_case(n);
+	else if (!strcmp(c, "misc"))
+		r = misc_case();
+	else
+		goto usage;
+	pthread_mutex_lock(&mu);
+	stop = true;
+	pthread_mutex_unlock(&mu);
+	pthread_join(s, NULL);
+	if (quiet)
+		printf("ok %s\n", c);
+	else
+		printf("ok %s max_threads=%d waiting_threads=%d\n", c, max_threads, waited);
+	return r;
+usage:
+	fprintf(stderr, "usage: stdiosock server|getline|fread|slowwriter|popen N [-q] | misc\n");
+	return 2;
+}

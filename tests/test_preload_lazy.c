@@ -1,0 +1,119 @@
+/*
+ * test_preload_lazy.c - the shim's lazy start (docs/preload.md,
+ * "Start-up"): a program that never makes a thread runs as it would
+ * natively - one OS thread, a few more mappings (the shim's libraries) -
+ * and one that makes threads later still gets green threads, with the
+ * state main made before them intact; fork and exec work before and
+ * after.  tests/preload/lazy.c is the program, run natively and under
+ * `weft run`.
+ */
+#include "preload/harness.h"
+
+static struct hrun R, N; /* under weft, native */
+
+/* Extra mappings the shim may add to a program that makes no thread:
+ * its own and its libraries' (libweft_preload, libm, libunwind, liblzma:
+ * ~24) and a few anonymous ones (jemalloc's first chunk, .bss).  An eager
+ * start adds ~85 anonymous ones (Ms' stacks and signal stacks, the stack
+ * pool, the thread-record region, glibc's per-thread arenas). */
+#define EXTRA_MAPS 32
+#define EXTRA_ANON 8
+
+static void plain_under(int procs, const char *const env[])
+{
+	const char *a[] = { h_prog("lazy"), "plain", NULL };
+	h_run(&N, a, NULL, NULL, 30);
+	cr_assert_eq(h_code(&N), 0, "natively: %s%s", N.out, N.err);
+	cr_assert_eq(h_field(N.out, "tasks"), 1, "%s", N.out);
+	h_shim_run(&R, procs, a, env, NULL, 30);
+	cr_assert_eq(h_code(&R), 0, "%s%s", R.out, R.err);
+	cr_expect_eq(h_field(R.out, "tasks"), 1, "OS threads of a program that makes none: %s",
+		     R.out);
+	cr_expect_eq(h_field(R.out, "child_tasks"), 1, "OS threads of its forked child: %s", R.out);
+	long maps = h_field(R.out, "maps"), nmaps = h_field(N.out, "maps");
+	long anon = h_field(R.out, "anon"), nanon = h_field(N.out, "anon");
+	cr_expect(maps <= nmaps + EXTRA_MAPS, "%ld mappings under weft, %ld natively", maps, nmaps);
+	cr_expect(anon <= nanon + EXTRA_ANON, "%ld anonymous mappings under weft, %ld natively", anon,
+		  nanon);
+}
+
+Test(lazy, no_thread_no_runtime, .timeout = 120)
+{
+	plain_under(2, NULL);
+	plain_under(1, (const char *[]){ "WEFT_TLS=thread", NULL });
+}
+
+/* Every program a shell runs under `weft run` (the shell itself too)
+ * that makes no thread runs on one OS thread. */
+Test(lazy, shell_children_stay_single_threaded, .timeout = 120)
+{
+	const char *a[] = { "sh", "-c",
+			    "grep Threads /proc/$$/status; for i in 1 2 3; do "
+			    "sh -c 'grep Threads /proc/$$/status'; done",
+			    NULL };
+	h_shim_run(&R, 2, a, NULL, NULL, 30);
+	cr_assert_eq(h_code(&R), 0, "%s", R.err);
+	cr_expect_str_eq(R.out, "Threads:\t1\nThreads:\t1\nThreads:\t1\nThreads:\t1\n");
+}
+
+/* Threads made after main ran alone: green threads on a bounded number
+ * of OS threads, and main's mutex, key value, mask and handler as they
+ * were. */
+static void threads_under(int procs, const char *const env[])
+{
+	const char *a[] = { h_prog("lazy"), "threads", NULL };
+	h_shim_run(&R, procs, a, env, NULL, 60);
+	cr_assert_eq(h_code(&R), 0, "procs %d: %s%s", procs, R.out, R.err);
+	cr_expect_eq(h_field(R.out, "tasks0"), 1, "before the first thread: %s", R.out);
+	long t = h_field(R.out, "tasks");
+	/* Ms (procs + spares lent while threads sleep), sysmon, the
+	 * signal thread: far below the program's 200 threads */
+	cr_expect(t >= 2 && t <= procs + 12, "procs %d: %ld OS threads for 200 threads", procs, t);
+	cr_expect(strstr(R.out, "ok threads\n"), "%s", R.out);
+}
+
+Test(lazy, threads_after_a_lazy_start, .timeout = 240)
+{
+	const char *a[] = { h_prog("lazy"), "threads", NULL };
+	h_run(&N, a, NULL, NULL, 60);
+	cr_assert_eq(h_code(&N), 0, "natively: %s%s", N.out, N.err);
+	threads_under(1, NULL);
+	threads_under(2, NULL);
+	threads_under(2, (const char *[]){ "WEFT_TLS=thread", NULL });
+}
+
+/* fork + exec, system, and forked children that make threads: before
+ * the first thread and after it; the same output as natively. */
+Test(lazy, fork_exec_before_and_after, .timeout = 240)
+{
+	const char *a[] = { h_prog("lazy"), "forks", NULL };
+	h_run(&N, a, NULL, NULL, 60);
+	cr_assert_eq(h_code(&N), 0, "natively: %s%s", N.out, N.err);
+	for (int procs = 1; procs <= 2; procs++) {
+		h_shim_run(&R, procs, a, NULL, NULL, 60);
+		cr_expect_eq(h_code(&R), 0, "procs %d: %s%s", procs, R.out, R.err);
+		cr_expect_str_eq(R.out, N.out, "procs %d", procs);
+	}
+}
+
+/* A constructor that makes a thread starts the runtime before main:
+ * main is then a G from the start, and all the rest holds. */
+Test(lazy, constructor_makes_a_thread, .timeout = 120)
+{
+	const char *a[] = { h_prog("lazy"), "threads", NULL };
+	h_shim_run(&R, 2, a, (const char *[]){ "LAZY_CTOR_THREAD=1", NULL }, NULL, 60);
+	cr_assert_eq(h_code(&R), 0, "%s%s", R.out, R.err);
+	cr_expect(h_field(R.out, "tasks0") > 1, "%s", R.out);
+	cr_expect(strstr(R.out, "ok threads\n"), "%s", R.out);
+}
+
+/* WEFT_START=eager: the runtime before main, as before (the switch back). */
+Test(lazy, eager_start_still_works, .timeout = 120)
+{
+	const char *a[] = { h_prog("lazy"), "threads", NULL };
+	h_shim_run(&R, 2, a, (const char *[]){ "WEFT_START=eager", NULL }, NULL, 60);
+	cr_assert_eq(h_code(&R), 0, "%s%s", R.out, R.err);
+	cr_expect(h_field(R.out, "tasks0") > 1, "eager: the runtime's threads before main's first: %s",
+		  R.out);
+	cr_expect(strstr(R.out, "ok threads\n"), "%s", R.out);
+}
