@@ -12,6 +12,9 @@
 #   make bench QUICK=1    fewer runs, smaller counts (under a minute);
 #                         writes all of that to $(BUILD)/bench/quick/
 #                         instead, so the committed results are left alone
+#   make bench-redis, bench-memcached, bench-apache (bench-evloop: the
+#                         three; make bench runs them last unless ONLY):
+#                         Debian's servers natively and under weft run
 #   make bench ONLY=echo  only the benchmarks whose id matches (a regex:
 #                         switch spawn parked chan_pingpong chan_buffered
 #                         mutex fib sleep sleep_pthreads signals echo_100
@@ -83,6 +86,7 @@ bench: all bench-peers $(BUILD)/bench/floors $(BUILD)/bench/siglat
 	BUILD=$(BUILD) python3 bench/run.py $(if $(filter-out 0,$(QUICK)),--quick) \
 		$(if $(ONLY),--only '$(ONLY)')
 	$(if $(ONLY),,BUILD=$(BUILD) python3 bench/startup.py $(if $(filter-out 0,$(QUICK)),1 50,5 200))
+	$(if $(ONLY),,@$(MAKE) --no-print-directory bench-evloop)
 
 # What `weft run` costs a tree of short programs: sh -c '200 x /bin/true'
 # natively, under weft run (lazy start), WEFT_START=eager, --no-children
@@ -90,5 +94,20 @@ bench: all bench-peers $(BUILD)/bench/floors $(BUILD)/bench/siglat
 .PHONY: bench-startup
 bench-startup: $(PRELOAD_SO) $(LAUNCHER)
 	BUILD=$(BUILD) python3 bench/startup.py
+
+# Event-loop servers from Debian, natively and under weft run in one run,
+# side by side as ratios (each skips when its programs are not installed):
+# redis-server + redis-benchmark, memcached + memaslap, apache2 mpm_worker
+# without keep-alive + ab (req/s and system calls per request, with perf).
+# QUICK=1: one run each, fewer requests.
+EVLOOP_ENV = BUILD=$(BUILD) $(if $(filter-out 0,$(QUICK)),RUNS=1 N=20000 X=20000 CONNS=256)
+.PHONY: bench-evloop bench-redis bench-memcached bench-apache
+bench-evloop: bench-redis bench-memcached bench-apache
+bench-redis: $(PRELOAD_SO) $(LAUNCHER)
+	$(EVLOOP_ENV) bench/redis.sh
+bench-memcached: $(PRELOAD_SO) $(LAUNCHER)
+	$(EVLOOP_ENV) bench/memcached.sh
+bench-apache: $(PRELOAD_SO) $(LAUNCHER)
+	$(EVLOOP_ENV) bench/apache.sh
 
 .DEFAULT_GOAL := $(BENCH_SAVED_GOAL)

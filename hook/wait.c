@@ -143,6 +143,56 @@ static int fdset_wait(struct fdset *s, int64_t deadline)
 	return r;
 }
 
+/* ---- waiting in the kernel ------------------------------------------------- */
+
+/* Under the shim a signal handler or a cancellation for a G runs on the
+ * G at its park (g_interrupt), and nothing can end a kernel wait for it:
+ * a G waiting in the kernel comes back this often to look. */
+#define KWAIT_SLICE_NS (20 * 1000000LL)
+
+/* Wait in the real call on this M rather than park (entersyscallwait):
+ * true (in a syscall bracket; kwait_end after the call) with *until the
+ * absolute time to be back from the kernel by, -1 none.  Not with a
+ * signal mask for the wait: under the shim an M must keep blocking the
+ * signals the shim routes, so only the non-blocking asks apply a mask. */
+static bool kwait_begin(struct g *gp, const sigset_t *ss, int64_t deadline, int64_t *until)
+{
+	if (ss || weftenv.nokwait)
+		return false;
+	*until = deadline;
+	if (hook_sigrun) {
+		if (atomic_load(&gp->intrreq))
+			return false; /* asked for: the park runs it */
+		int64_t slice = nanotime() + KWAIT_SLICE_NS;
+		if (*until < 0 || slice < *until)
+			*until = slice;
+	}
+	return entersyscallwait(until);
+}
+
+static void kwait_end(void)
+{
+	exitsyscallwait(); /* errno: untouched by the raw call and by this */
+}
+
+/* After a kernel wait that returned r: true if r is the call's answer
+ * (ready fds, an error, or the deadline passed); false to look again (the
+ * P's timer is due, the slice ended, or an EINTR from a runtime signal
+ * under the shim: SIGWEFT, SIGURG; a linked program's EINTR is its own
+ * handler's, the answer). */
+static bool kwait_done(long r, int64_t deadline)
+{
+	if (r == -EINTR)
+		return !hook_sigrun;
+	return r != 0 || (deadline >= 0 && nanotime() >= deadline);
+}
+
+/* The timespec for a kernel wait until the absolute until (-1: NULL). */
+static struct timespec *ts_until(int64_t until, struct timespec *ts)
+{
+	return ts_left(until, ts);
+}
+
 /* ---- poll ----------------------------------------------------------------- */
 
 static unsigned poll_dirs(short ev)
@@ -163,7 +213,18 @@ static long g_poll(struct pollfd *fds, nfds_t n, int64_t deadline, const sigset_
 	fdset_init(&s, n);
 	long r;
 	int w = 1;
+	bool kdone = false;
+	struct g *gp = getg();
 	for (;;) {
+		int64_t until;
+		if (kwait_begin(gp, ss, deadline, &until)) {
+			struct timespec kts;
+			r = sys5(SYS_ppoll, fds, n, ts_until(until, &kts), NULL, KSIGSET);
+			kwait_end();
+			if ((kdone = kwait_done(r, deadline)))
+				break;
+			continue;
+		}
 		s.n = 0;
 		for (nfds_t i = 0; i < n; i++)
 			fdset_add(&s, fds[i].fd, poll_dirs(fds[i].events));
@@ -171,7 +232,9 @@ static long g_poll(struct pollfd *fds, nfds_t n, int64_t deadline, const sigset_
 		if (r != 0 || s.unpollable || (w = fdset_wait(&s, deadline)) <= 0)
 			break;
 	}
-	if (w < 0) {
+	if (kdone) {
+		/* the kernel's answer */
+	} else if (w < 0) {
 		r = w;
 	} else if (r == 0 && s.unpollable) { /* cannot park on it: block the thread */
 		struct timespec ts;
@@ -267,7 +330,23 @@ static long g_select(int nfds, fd_set *rs, fd_set *ws, fd_set *es, int64_t deadl
 	struct { const sigset_t *ss; size_t len; } sig = { ss, KSIGSET };
 	long r;
 	int w = 1;
+	bool kdone = false;
+	struct g *gp = getg();
 	for (;;) {
+		int64_t until;
+		if (kwait_begin(gp, ss, deadline, &until)) {
+			struct timespec kts;
+			sets_restore(sets, copy, bytes);
+			r = sys6(SYS_pselect6, nfds, (long)rs, (long)ws, (long)es,
+				 (long)ts_until(until, &kts), 0);
+			kwait_end();
+			if ((kdone = kwait_done(r, deadline)))
+				break;
+			continue;
+		}
+		/* the sets as the caller gave them: an earlier ask or kernel
+		 * wait that found nothing has cleared them */
+		sets_restore(sets, copy, bytes);
 		s.n = 0;
 		for (int fd = 0; fd < nfds; fd++) {
 			unsigned dirs = (isset(rs, fd) || isset(es, fd) ? PD_READ : 0) |
@@ -275,12 +354,13 @@ static long g_select(int nfds, fd_set *rs, fd_set *ws, fd_set *es, int64_t deadl
 			if (dirs)
 				fdset_add(&s, fd, dirs);
 		}
-		sets_restore(sets, copy, bytes);
 		r = sys6(SYS_pselect6, nfds, (long)rs, (long)ws, (long)es, (long)&zero, (long)&sig);
 		if (r != 0 || s.unpollable || (w = fdset_wait(&s, deadline)) <= 0)
 			break;
 	}
-	if (w < 0) { /* EINTR: the sets as the caller gave them, as the kernel leaves them */
+	if (kdone) {
+		/* the kernel's answer, sets written by it */
+	} else if (w < 0) { /* EINTR: the sets as the caller gave them, as the kernel leaves them */
 		sets_restore(sets, copy, bytes);
 		r = w;
 	} else if (r == 0) { /* last look; or, if an fd cannot be parked on, block the thread */
@@ -329,7 +409,29 @@ HOOK int pselect(int nfds, fd_set *rs, fd_set *ws, fd_set *es, const struct time
 
 /* ---- epoll_wait ----------------------------------------------------------------- */
 
-/* The program's epoll fd is itself pollable: park on it. */
+/* epoll_wait in the kernel until the absolute until (-1: none), to the
+ * nanosecond where the kernel has epoll_pwait2 (5.11). */
+static long epwait_until(int epfd, struct epoll_event *evs, int max, int64_t until)
+{
+	static _Atomic int nopwait2;
+	if (until >= 0 && !atomic_load_explicit(&nopwait2, memory_order_relaxed)) {
+		struct timespec ts;
+		long r = sys6(SYS_epoll_pwait2, epfd, (long)evs, max, (long)ts_until(until, &ts), 0,
+			      KSIGSET);
+		if (r != -ENOSYS)
+			return r;
+		atomic_store_explicit(&nopwait2, 1, memory_order_relaxed);
+	}
+	int ms = -1;
+	if (until >= 0) {
+		int64_t left = until - nanotime();
+		ms = left > 0 ? (int)((left + 999999) / 1000000) : 0;
+	}
+	return sys6(SYS_epoll_pwait, epfd, (long)evs, max, ms, 0, KSIGSET);
+}
+
+/* The program's epoll fd is itself pollable: park on it.  Or, when the
+ * G's P has nothing else to do, wait in the kernel (kwait_begin). */
 static long g_epoll(int epfd, struct epoll_event *evs, int max, int64_t deadline,
 		    const sigset_t *ss)
 {
@@ -337,14 +439,26 @@ static long g_epoll(int epfd, struct epoll_event *evs, int max, int64_t deadline
 	fdset_init(&s, 1);
 	long r;
 	int w = 1;
+	bool kdone = false;
+	struct g *gp = getg();
 	for (;;) {
+		int64_t until;
+		if (kwait_begin(gp, ss, deadline, &until)) {
+			r = epwait_until(epfd, evs, max, until);
+			kwait_end();
+			if ((kdone = kwait_done(r, deadline)))
+				break;
+			continue;
+		}
 		s.n = 0;
 		fdset_add(&s, epfd, PD_READ);
 		r = sys6(SYS_epoll_pwait, epfd, (long)evs, max, 0, (long)ss, KSIGSET);
 		if (r != 0 || s.unpollable || (w = fdset_wait(&s, deadline)) <= 0)
 			break;
 	}
-	if (w < 0) {
+	if (kdone) {
+		/* the kernel's answer */
+	} else if (w < 0) {
 		r = w;
 	} else if (r == 0 && s.unpollable) {
 		int ms = -1;

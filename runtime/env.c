@@ -8,7 +8,8 @@
  *   WEFT_TLS         thread | shared: Gs get TLS of their own (default: shared)
  *   WEFT_MAXTHREADS  OS threads weft may make, 2..16384 (default 10000): past it,
  *                    fatal (threads blocked in calls weft does not see each hold one)
- *   WEFT_DEBUG       comma-separated: schedtrace=<ms>, sigquit=continue
+ *   WEFT_DEBUG       comma-separated: schedtrace=<ms>, sigquit=continue, kwait=0 (a G's
+ *                    poll/select/epoll_wait always parks, never waits in the kernel)
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -89,8 +90,11 @@ static void debugopts(const char *s)
 			weftenv.sigquit_continue = true;
 		} else if (!strcmp(tok, "sigquit=exit")) {
 			weftenv.sigquit_continue = false;
+		} else if (!strcmp(tok, "kwait=0") || !strcmp(tok, "kwait=1")) {
+			weftenv.nokwait = tok[6] == '0';
 		} else {
-			warn("ignoring WEFT_DEBUG %s: want schedtrace=<ms> or sigquit=continue", tok);
+			warn("ignoring WEFT_DEBUG %s: want schedtrace=<ms>, sigquit=continue or kwait=0",
+			     tok);
 		}
 	}
 }

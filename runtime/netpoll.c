@@ -83,6 +83,7 @@ void netpollbreak(void)
 static long epwait(struct epoll_event *evs, int n, int64_t delay)
 {
 	static int nopwait2;
+	atomic_fetch_add_explicit(&sched.nnetpoll, 1, memory_order_relaxed);
 	if (delay > 0 && !nopwait2) {
 		struct timespec ts = { delay / 1000000000, delay % 1000000000 };
 		long r = sys6(SYS_epoll_pwait2, netpoll_epfd, (long)evs, n, (long)&ts, 0, 0);

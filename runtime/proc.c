@@ -1425,6 +1425,45 @@ void entersyscallblock(void)
 		lendp(pp, false); /* known to block long: don't wait for sysmon */
 }
 
+/* See runtime.h.  The P stays ours (P_RUNNING, insyscall), as for any
+ * blocking call: a G made runnable meanwhile goes to its readier's P or
+ * the global queue, where sysmon sees it wait behind us and lends a P
+ * after 20 us; a timer of our P is the caller's own deadline (until). */
+bool entersyscallwait(int64_t *until)
+{
+	struct m *m = getm();
+	if (!m || !m->curg || m->curg->rtdepth != 0 || !m->p)
+		return false;
+	struct p *pp = m->p;
+	if (!runqempty(pp) || atomic_load(&sched.runqsize) != 0 ||
+	    (atomic_load_explicit(&pp->flags, memory_order_relaxed) & (PF_PREEMPT | PF_LENT)))
+		return false;
+	/* Gs parked on the netpoller need a P that is not waiting in the
+	 * kernel like us: an idle P's M blocks in netpoll, a running one
+	 * polls whenever it looks for work (sysmon polls after 10 ms if
+	 * every P is stuck some other way) */
+	if (atomic_load(&netpollwaiters) > 0 &&
+	    atomic_load(&sched.nkwait) + 1 >= atomic_load(&sched.gomaxprocs))
+		return false;
+	int64_t t0 = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
+	if (t0) {
+		if (t0 <= nanotime())
+			return false;
+		if (*until < 0 || t0 < *until)
+			*until = t0;
+	}
+	atomic_fetch_add_explicit(&sched.nsyscallwait, 1, memory_order_relaxed);
+	atomic_fetch_add(&sched.nkwait, 1);
+	entersyscall();
+	return true;
+}
+
+void exitsyscallwait(void)
+{
+	atomic_fetch_sub(&sched.nkwait, 1);
+	exitsyscall();
+}
+
 void exitsyscall(void)
 {
 	struct m *m = getm();

@@ -346,6 +346,10 @@ struct sched {
 	_Atomic int64_t nhogretake;   /* sysmon: Ps retaken from Gs running > 10 ms */
 	_Atomic int64_t npreempt;     /* sysmon: preempt requests */
 	_Atomic int64_t ntimersrescued; /* timers fired by a thread not holding their P */
+	_Atomic int32_t nkwait;        /* Gs waiting in the kernel now (entersyscallwait) */
+	_Atomic int64_t nsyscallwait;  /* fd waits made in the kernel on the G's M (entersyscallwait) */
+	_Atomic int64_t nnetpoll;      /* epoll waits of the netpoller (any timeout) */
+	_Atomic int64_t nsysmonwake;   /* sysmon rounds (each one sleep) */
 };
 
 extern struct sched sched;
@@ -405,6 +409,19 @@ void entersyscall(void);
 void exitsyscall(void);
 /* Like entersyscall, but hand the P off at once (known to block long). */
 void entersyscallblock(void);
+/* A G about to wait for fds in the kernel (poll, select, epoll_wait):
+ * if its P has nothing else to run (its queue and the global one empty,
+ * no timer due, not asked to yield), and the netpoller is watched
+ * without it (no G parked on it, or a P idle), entersyscall and return
+ * true: the caller makes the real blocking call on this M, then
+ * exitsyscall()s, instead of parking and asking again after the
+ * netpoller's wakeup (three system calls and two thread switches per
+ * wait, against one natively).  *until (absolute nanotime, -1 none) is
+ * lowered to the P's earliest timer: the caller returns from the kernel
+ * by then and looks again.  false: park as usual. */
+bool entersyscallwait(int64_t *until);
+/* After the call entersyscallwait allowed (exitsyscall for it). */
+void exitsyscallwait(void);
 
 /* Runtime entry from user code on a G (rt_enter's slow part). */
 void enterruntime(struct m *m);
@@ -568,6 +585,7 @@ struct weftenv {
 	bool sigquit_continue; /* WEFT_DEBUG=sigquit=continue */
 	int tls;               /* WEFT_TLS: -1 unset, 0 shared, 1 thread */
 	int maxthreads;        /* WEFT_MAXTHREADS: OS threads weft may have (default 10000) */
+	bool nokwait;          /* WEFT_DEBUG=kwait=0: fd waits always park (entersyscallwait) */
 };
 extern struct weftenv weftenv;
 void envinit(void);

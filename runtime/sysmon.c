@@ -12,8 +12,10 @@
  *   - polls the network if nobody has for 10 ms;
  *   - prints the schedtrace line (WEFT_DEBUG=schedtrace=<ms>);
  *   - about once a second, unmaps stack chunks the pool no longer needs.
- * It sleeps 20 us between rounds while it finds work, backing off to
- * 10 ms, and sleeps outright while every P is idle (acquirep wakes it).
+ * It sleeps 20 us between rounds while it finds work or a P sits in a
+ * blocking call with Gs waiting behind it; otherwise twice as long each
+ * round, up to 10 ms; and outright while every P is idle (acquirep wakes
+ * it).  weft_stats().sysmon_wakeups counts its rounds.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -25,6 +27,8 @@
 #include "runtime.h"
 #include "netpoll.h"
 
+#define SYSMON_MIN_NS (20 * 1000) /* sysmon's pace while something may be stuck */
+#define SYSMON_MAX_NS (10 * 1000 * 1000) /* ... and when nothing is, backed off */
 #define SYSCALL_RETAKE_NS (20 * 1000)
 #define RELEND_NS (1000 * 1000) /* a blocked M's spare blocked too: another after this */
 #define HOG_RETAKE_NS (10 * 1000 * 1000)
@@ -121,8 +125,10 @@ static bool inkernel(struct p *pp, int64_t now)
 }
 
 /* Lend capacity around stuck Ms; returns how many Ps were lent or asked
- * to yield. */
-static int retake(int64_t now)
+ * to yield.  *watch: how many Ps sit in a blocking call with Gs waiting
+ * behind them, not yet long enough to be handed on (the next round
+ * decides: sysmon keeps its 20 us pace for them). */
+static int retake(int64_t now, int *watch)
 {
 	int n = 0;
 	int32_t np = atomic_load(&sched.npidle);
@@ -164,12 +170,16 @@ static int retake(int64_t now)
 			*seen = tick;
 			pp->sm_when = now;
 			pp->sm_cpuwhen = 0;
+			if (insys && (haswork(pp, now) || atomic_load(&sched.runqsize) != 0))
+				(*watch)++;
 			continue;
 		}
-		if (now - pp->sm_when < SYSCALL_RETAKE_NS)
-			continue;
 		if (!haswork(pp, now) && atomic_load(&sched.runqsize) == 0)
 			continue; /* nobody waits behind it */
+		if (now - pp->sm_when < SYSCALL_RETAKE_NS) {
+			*watch += insys;
+			continue;
+		}
 		/* blocked in a call weft does not see: as a blocking call */
 		bool unseen = !insys && inkernel(pp, now);
 		insys = insys || unseen;
@@ -258,24 +268,33 @@ static void schedtrace(int64_t now, int64_t start)
 		n += snprintf(buf + n, sizeof buf - n, "%s%u", i ? " " : "", len);
 	}
 	n += snprintf(buf + n, sizeof buf - n, "]");
+	if (n < (int)sizeof buf - 96)
+		snprintf(buf + n, sizeof buf - n, " kernelwaits=%lld netpolls=%lld sysmonwakes=%lld",
+			 (long long)atomic_load(&sched.nsyscallwait),
+			 (long long)atomic_load(&sched.nnetpoll),
+			 (long long)atomic_load(&sched.nsysmonwake));
 	warn("%s", buf);
 }
 
 static void *sysmon(void *arg)
 {
 	(void)arg;
-	int64_t delay = 20 * 1000;
+	int64_t delay = SYSMON_MIN_NS;
 	int idle = 0;
 	int64_t start = nanotime(), lasttrace = start, lastscavenge = start;
 	bool scavenge_pending = false;
 	for (;;) {
+		/* 20 us while something is or may be stuck; else twice as
+		 * long every round, up to 10 ms (Go's sysmon keeps 20 us for
+		 * 50 idle rounds first: ~60 wakeups after every handoff) */
 		if (idle == 0)
-			delay = 20 * 1000;
-		else if (idle > 50)
+			delay = SYSMON_MIN_NS;
+		else
 			delay *= 2;
-		if (delay > 10 * 1000 * 1000)
-			delay = 10 * 1000 * 1000;
+		if (delay > SYSMON_MAX_NS)
+			delay = SYSMON_MAX_NS;
 		usleep_ns(delay);
+		atomic_fetch_add_explicit(&sched.nsysmonwake, 1, memory_order_relaxed);
 		int64_t now = nanotime();
 		atomic_store_explicit(&coarsenow, now, memory_order_relaxed);
 
@@ -308,7 +327,8 @@ static void *sysmon(void *arg)
 			struct g *list = netpoll(0);
 			injectglist(list);
 		}
-		if (retake(now))
+		int watch = 0;
+		if (retake(now, &watch) || watch)
 			idle = 0;
 		else
 			idle++;
@@ -344,6 +364,9 @@ int weft_stats(weft_stats_t *st)
 	st->hog_handoffs = atomic_load(&sched.nhogretake);
 	st->preempts = atomic_load(&sched.npreempt);
 	st->timers_rescued = atomic_load(&sched.ntimersrescued);
+	st->kernel_waits = atomic_load(&sched.nsyscallwait);
+	st->netpolls = atomic_load(&sched.nnetpoll);
+	st->sysmon_wakeups = atomic_load(&sched.nsysmonwake);
 	return 0;
 }
 

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# apache.sh -- Debian's apache2 (mpm_worker, 4 children x 25 threads,
+# keep-alive off, 127.0.0.1 only) under ab, natively and under weft run,
+# side by side: requests per second and, with perf, the server's system
+# calls per request (every process of the server, counted by the kernel's
+# raw_syscalls:sys_enter tracepoint; ab not included).
+#
+#   bench/apache.sh                 # BUILD=build, PROCS=2, N=20000, C=50
+#   SYSCALLS=1 bench/apache.sh      # also the ten most frequent calls
+#
+# Skips (exit 0) when apache2 or ab is absent; syscall counts need perf
+# and root (the children run as www-data anyway).
+set -u
+BUILD=${BUILD:-build}
+PROCS=${PROCS:-2}
+N=${N:-20000}
+C=${C:-50}
+RUNS=${RUNS:-2}
+port=${PORT:-8097}
+weft="$BUILD/bin/weft"
+for p in /usr/sbin/apache2 ab; do
+	command -v "$p" >/dev/null || { echo "apache: $p not installed, skipped"; exit 0; }
+done
+[ "$(id -u)" = 0 ] || { echo "apache: needs root (children as www-data), skipped"; exit 0; }
+[ -x "$weft" ] || { echo "apache: $weft not built"; exit 1; }
+perf=
+if command -v perf >/dev/null && perf stat -e raw_syscalls:sys_enter -- true >/dev/null 2>&1; then
+	perf=perf
+fi
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+mkdir -p "$dir/htdocs"
+head -c 1024 /dev/urandom | base64 >"$dir/htdocs/index.html"
+chown -R www-data "$dir"
+mods=/usr/lib/apache2/modules
+cat >"$dir/httpd.conf" <<CONF
+ServerRoot $dir
+PidFile $dir/httpd.pid
+Listen 127.0.0.1:$port
+LoadModule mpm_worker_module $mods/mod_mpm_worker.so
+LoadModule authz_core_module $mods/mod_authz_core.so
+LoadModule dir_module $mods/mod_dir.so
+LoadModule mime_module $mods/mod_mime.so
+TypesConfig /etc/mime.types
+ServerName localhost
+User www-data
+Group www-data
+DocumentRoot $dir/htdocs
+ErrorLog $dir/error.log
+Mutex file:$dir default
+<Directory $dir/htdocs>
+  Require all granted
+</Directory>
+StartServers 4
+ServerLimit 4
+ThreadLimit 25
+ThreadsPerChild 25
+MinSpareThreads 25
+MaxSpareThreads 100
+MaxRequestWorkers 100
+KeepAlive Off
+CONF
+
+up() {
+	for _ in $(seq 200); do
+		ab -q -n 1 "http://127.0.0.1:$port/" >/dev/null 2>&1 && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+# one run: $1 label, rest the launcher prefix; prints "label rps calls"
+run() {
+	local label=$1
+	shift
+	local out="$dir/perf.$label"
+	rm -f "$dir/httpd.pid"
+	if [ -n "$perf" ]; then
+		perf stat -o "$out" -e raw_syscalls:sys_enter ${SYSCALLS:+-e 'syscalls:sys_enter_*'} -- \
+			"$@" /usr/sbin/apache2 -f "$dir/httpd.conf" -DFOREGROUND &
+	else
+		"$@" /usr/sbin/apache2 -f "$dir/httpd.conf" -DFOREGROUND &
+	fi
+	local launcher=$!
+	up || { echo "apache: did not start ($label)"; kill "$launcher"; return 1; }
+	ab -q -n 2000 -c "$C" "http://127.0.0.1:$port/" >/dev/null 2>&1 # warm every child
+	# the counted part: perf counts from the start, so subtract a run of
+	# the same warm-up alone is not possible; count everything, divide by
+	# every request made (1 + 2000 + N)
+	local rps
+	rps=$(ab -q -n "$N" -c "$C" "http://127.0.0.1:$port/" 2>&1 |
+		awk '/Failed requests/ { f = $3 } /Requests per second/ { r = $4 } END { if (f != 0) r = r " (" f " failed)"; print r }')
+	kill -TERM "$(cat "$dir/httpd.pid")"
+	wait "$launcher" 2>/dev/null
+	local calls=-
+	if [ -n "$perf" ]; then
+		calls=$(awk -v n=$((N + 2001)) '/raw_syscalls:sys_enter/ { gsub(",", "", $1); printf "%.1f", $1 / n }' "$out")
+	fi
+	echo "$label $rps $calls"
+	if [ -n "${SYSCALLS:-}" ] && [ -n "$perf" ]; then
+		grep 'syscalls:sys_enter_' "$out" | grep -v ' 0 ' | sed 's/,//g' | sort -rn | head -"${TOP:-10}" |
+			awk -v n=$((N + 2001)) '{ printf "    %-40s %8.2f/req\n", $2, $1 / n }' >&2
+	fi
+}
+
+echo "apache2 mpm_worker, keep-alive off, ab -n $N -c $C; weft run --procs $PROCS"
+printf "%-8s %12s %12s %14s %14s %8s\n" run native_rps weft_rps native_calls/req weft_calls/req ratio
+for r in $(seq "$RUNS"); do
+	a=$(run native)
+	b=$(run weft "$weft" run --procs "$PROCS" --)
+	set -- $a
+	nr=$2 nc=${3:-}
+	set -- $b
+	wr=$2 wc=${3:-}
+	ratio=$(awk -v a="$nr" -v b="$wr" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "-" }')
+	printf "%-8s %12s %12s %14s %14s %8s\n" "$r" "$nr" "$wr" "$nc" "$wc" "$ratio"
+done

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# redis.sh -- Debian's redis-server driven by redis-benchmark, natively
+# and under weft run, in the same run: ops/s per command side by side,
+# the ratio weft/native, and (with perf) the server's system calls per
+# request.  Runs alternate native, weft, native, weft... so a machine
+# whose load changes meanwhile hurts both alike; the best of RUNS counts.
+#
+#   bench/redis.sh        # BUILD=build PROCS=2 N=100000 C=50 RUNS=3
+#
+# Skips (exit 0) when redis-server or redis-benchmark is not installed.
+set -u
+BUILD=${BUILD:-build}
+PROCS=${PROCS:-2}
+N=${N:-100000}
+C=${C:-50}
+RUNS=${RUNS:-3}
+TESTS=${TESTS:-set,get,incr,lpush}
+port=${PORT:-6399}
+weft="$BUILD/bin/weft"
+for p in redis-server redis-benchmark redis-cli; do
+	command -v "$p" >/dev/null || { echo "redis: $p not installed, skipped"; exit 0; }
+done
+[ -x "$weft" ] || { echo "redis: $weft not built"; exit 1; }
+perf=
+if command -v perf >/dev/null && perf stat -e raw_syscalls:sys_enter -- true >/dev/null 2>&1; then
+	perf=perf
+fi
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+# one run: $1 label, rest the launcher; writes $dir/<label>.<run> lines
+# "TEST ops/s" and a last line "calls/req N"
+run() {
+	local out=$1
+	shift
+	local pre=()
+	[ -n "$perf" ] && pre=(perf stat -x, -o "$out.perf" -e raw_syscalls:sys_enter --)
+	"${pre[@]}" "$@" redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+		--daemonize no --logfile "$dir/redis.log" &
+	local pid=$!
+	for _ in $(seq 200); do
+		redis-cli -p "$port" ping >/dev/null 2>&1 && break
+		sleep 0.05
+	done
+	redis-benchmark -p "$port" -q -t "$TESTS" -n "$N" -c "$C" 2>&1 | tr '\r' '\n' |
+		awk '/requests per second/ { sub(":", "", $1); print $1, $2 }' >"$out"
+	local keys
+	keys=$(redis-cli -p "$port" dbsize 2>/dev/null)
+	redis-cli -p "$port" shutdown nosave >/dev/null 2>&1
+	wait "$pid" 2>/dev/null
+	echo "keys $keys" >>"$out"
+	if [ -n "$perf" ]; then
+		local ntests
+		ntests=$(($(echo "$TESTS" | tr ',' '\n' | wc -l)))
+		awk -F, -v n=$((N * ntests)) '/raw_syscalls/ { printf "calls/req %.2f\n", $1 / n }' \
+			"$out.perf" >>"$out"
+	fi
+}
+
+echo "redis-server under redis-benchmark -n $N -c $C (best of $RUNS), native vs weft run --procs $PROCS"
+for r in $(seq "$RUNS"); do
+	run "$dir/native.$r"
+	run "$dir/weft.$r" "$weft" run --procs "$PROCS" --
+done
+# best ops/s of the runs per test, calls/req of the best... simply the lowest
+best() { # $1 native|weft, $2 key: highest value (ops/s) or, for calls/req, lowest
+	cat "$dir/$1".* | awk -v k="$2" '$1 == k { v = $2 + 0; if (!seen || (k == "calls/req" ? v < b : v > b)) b = v; seen = 1 }
+		END { if (seen) print b; else print "-" }'
+}
+printf "%-10s %12s %12s %7s\n" test native weft ratio
+for t in $(echo "$TESTS" | tr 'a-z,' 'A-Z '); do
+	a=$(best native "$t") b=$(best weft "$t")
+	printf "%-10s %12s %12s %7s\n" "$t" "$a" "$b" \
+		"$(awk -v a="$a" -v b="$b" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "-" }')"
+done
+if [ -n "$perf" ]; then
+	a=$(best native calls/req) b=$(best weft calls/req)
+	printf "%-10s %12s %12s %7s\n" calls/req "$a" "$b" \
+		"$(awk -v a="$a" -v b="$b" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "-" }')"
+fi
+echo "keys left at the end: native $(best native keys), weft $(best weft keys)"

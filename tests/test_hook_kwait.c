@@ -1,0 +1,242 @@
+/*
+ * test_hook_kwait.c - a G whose P has nothing else to run waits for its
+ * fds in the kernel on its own M (entersyscallwait, docs/hooks.md
+ * "Waiting in the kernel"), and sysmon backs off while nothing is stuck.
+ *
+ * The workloads are deterministic (a ping-pong of N messages with a plain
+ * OS thread); the assertions are on counts from weft_stats, never on
+ * speed.
+ */
+#include "test_hook.h"
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+
+static char *env_nokwait[] = { "WEFT_MAXPROCS=1", "WEFT_DEBUG=kwait=0", NULL };
+
+#define NMSG 600 /* messages per kind of wait */
+
+enum { W_EPOLL, W_POLL, W_SELECT };
+
+/* The client: a plain OS thread (not a G) sends one byte and reads the
+ * echo, n times. */
+struct client {
+	int fd;
+	int n;
+};
+
+static void *client(void *arg)
+{
+	struct client *c = arg;
+	for (int i = 0; i < c->n; i++) {
+		char b = (char)i, r;
+		if (write(c->fd, &b, 1) != 1 || read(c->fd, &r, 1) != 1 || r != b)
+			return (void *)1;
+	}
+	return NULL;
+}
+
+/* An event loop on a G: wait (epoll_wait, poll or select with a timeout
+ * far away), read the byte, echo it, NMSG times.  0 when all came back. */
+static int serve(int how)
+{
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	struct client c = { sv[1], NMSG };
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, client, &c) == 0);
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = sv[0] };
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, sv[0], &ev) == 0);
+	for (int i = 0; i < NMSG; i++) {
+		int r;
+		if (how == W_EPOLL) {
+			struct epoll_event out;
+			r = epoll_wait(ep, &out, 1, 20000);
+		} else if (how == W_POLL) {
+			struct pollfd p = { sv[0], POLLIN, 0 };
+			r = poll(&p, 1, 20000);
+		} else {
+			fd_set rs;
+			FD_ZERO(&rs);
+			FD_SET(sv[0], &rs);
+			struct timeval tv = { 20, 0 };
+			r = select(sv[0] + 1, &rs, NULL, NULL, &tv);
+		}
+		CHECK(r == 1);
+		char b;
+		CHECK(read(sv[0], &b, 1) == 1);
+		CHECK(write(sv[0], &b, 1) == 1);
+	}
+	void *ret;
+	CHECK(pthread_join(t, &ret) == 0 && ret == NULL);
+	close(ep);
+	close(sv[0]);
+	close(sv[1]);
+	return 0;
+}
+
+static void stats(weft_stats_t *s)
+{
+	CHECK(weft_stats(s) == 0);
+}
+
+/* One P, nothing else to run: every wait of the loop is one system call
+ * in the kernel on the G's M, as natively; the netpoller is not asked at
+ * all.  (Before: each wait was a non-blocking ask, a park, the M's
+ * epoll_pwait2 on weft's instance and an ask again: three calls and two
+ * netpolls per message.) */
+G_TEST(hook_kwait, event_loop_waits_in_kernel, 60)
+{
+	(void)argc, (void)argv;
+	const char *name[] = { "epoll_wait", "poll", "select" };
+	for (int how = W_EPOLL; how <= W_SELECT; how++) {
+		weft_stats_t a, b;
+		stats(&a);
+		CHECK(serve(how) == 0);
+		stats(&b);
+		int64_t kw = b.kernel_waits - a.kernel_waits, np = b.netpolls - a.netpolls;
+		if (kw < NMSG / 2 || np > NMSG / 10) {
+			fprintf(stderr, "%s: %lld kernel waits, %lld netpolls for %d messages\n",
+				name[how], (long long)kw, (long long)np, NMSG);
+			CHECK(0);
+		}
+	}
+	return 0;
+}
+
+/* The control: WEFT_DEBUG=kwait=0 parks every wait that finds nothing
+ * ready (about half of them here), and the netpoller runs once per park:
+ * far more than the test above allows. */
+G_TEST_ENV(hook_kwait, parked_waits_netpoll_per_message, env_nokwait, 60)
+{
+	(void)argc, (void)argv;
+	weft_stats_t a, b;
+	stats(&a);
+	CHECK(serve(W_EPOLL) == 0);
+	stats(&b);
+	int64_t kw = b.kernel_waits - a.kernel_waits, np = b.netpolls - a.netpolls;
+	if (kw != 0 || np <= NMSG / 10) { /* more than the test above allows */
+		fprintf(stderr, "kwait=0: %lld kernel waits, %lld netpolls for %d messages\n",
+			(long long)kw, (long long)np, NMSG);
+		CHECK(0);
+	}
+	return 0;
+}
+
+/* A G that waits in the kernel with another G due on a timer of the
+ * same P comes back for the timer: the sleeper runs, and wakes the
+ * waiter through a pipe. */
+static int wake_wr = -1;
+static void sleeper(void *arg)
+{
+	(void)arg;
+	weft_sleep(50 * 1000000);
+	CHECK(write(wake_wr, "x", 1) == 1);
+}
+
+G_TEST(hook_kwait, kernel_wait_leaves_for_timer, 20)
+{
+	(void)argc, (void)argv;
+	int p[2];
+	CHECK(pipe(p) == 0);
+	wake_wr = p[1];
+	weft_go(sleeper, NULL);
+	weft_yield(); /* the sleeper's timer is on our P */
+	struct pollfd pf = { p[0], POLLIN, 0 };
+	CHECK(poll(&pf, 1, 30000) == 1);
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = p[0] };
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev) == 0);
+	char c;
+	CHECK(read(p[0], &c, 1) == 1);
+	weft_go(sleeper, NULL);
+	weft_yield();
+	struct epoll_event out;
+	CHECK(epoll_wait(ep, &out, 1, 30000) == 1);
+	CHECK(read(p[0], &c, 1) == 1);
+	/* select, no timeout: the kernel wait that ends for the timer
+	 * clears the sets; the park must still watch the caller's fds (it
+	 * watched none, and slept forever) */
+	weft_go(sleeper, NULL);
+	weft_yield();
+	fd_set rs;
+	FD_ZERO(&rs);
+	FD_SET(p[0], &rs);
+	CHECK(select(p[0] + 1, &rs, NULL, NULL, NULL) == 1 && FD_ISSET(p[0], &rs));
+	close(ep);
+	close(p[0]);
+	close(p[1]);
+	return 0;
+}
+
+/* A G made runnable by a plain OS thread while the only P waits in the
+ * kernel: sysmon hands the P on (the waiter's fd never becomes ready
+ * until the woken G writes to it). */
+static weft_chan_t *ch;
+static int ping_wr = -1;
+static void ponger(void *arg)
+{
+	(void)arg;
+	int v;
+	CHECK(weft_chan_recv(ch, &v) == 1);
+	CHECK(write(ping_wr, "y", 1) == 1);
+}
+
+static void *thread_send(void *arg)
+{
+	(void)arg;
+	int v = 1;
+	usleep(20000);
+	return weft_chan_send(ch, &v) == 0 ? NULL : (void *)1;
+}
+
+G_TEST(hook_kwait, runnable_g_gets_the_p_of_a_kernel_wait, 30)
+{
+	(void)argc, (void)argv;
+	int p[2];
+	CHECK(pipe(p) == 0);
+	ping_wr = p[1];
+	ch = weft_chan_make(sizeof(int), 0);
+	weft_go(ponger, NULL);
+	weft_yield(); /* ponger parks on the channel */
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, thread_send, NULL) == 0);
+	struct pollfd pf = { p[0], POLLIN, 0 };
+	CHECK(poll(&pf, 1, 30000) == 1);
+	void *r;
+	CHECK(pthread_join(t, &r) == 0 && r == NULL);
+	close(p[0]);
+	close(p[1]);
+	return 0;
+}
+
+/* sysmon while the only P waits in the kernel with nothing behind it:
+ * nothing can be stuck, so it backs off at once (20 us doubling to
+ * 10 ms): about 10 rounds to reach 10 ms, then one per 10 ms.  Go's
+ * policy (50 rounds at 20 us first) made ~60 more; a loaded machine only
+ * makes each sleep longer, so fewer rounds, never more. */
+G_TEST(hook_kwait, sysmon_backs_off_when_nothing_is_stuck, 30)
+{
+	(void)argc, (void)argv;
+	int p[2];
+	CHECK(pipe(p) == 0);
+	weft_stats_t a, b;
+	stats(&a);
+	int64_t t0 = now_ns();
+	struct pollfd pf = { p[0], POLLIN, 0 };
+	CHECK(poll(&pf, 1, 300) == 0);
+	int64_t ms = ms_since(t0);
+	stats(&b);
+	int64_t wakes = b.sysmon_wakeups - a.sysmon_wakeups;
+	CHECK(b.kernel_waits > a.kernel_waits);
+	if (wakes > 20 + ms / 8) {
+		fprintf(stderr, "sysmon woke %lld times in %lld ms\n", (long long)wakes,
+			(long long)ms);
+		CHECK(0);
+	}
+	close(p[0]);
+	close(p[1]);
+	return 0;
+}
