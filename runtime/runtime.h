@@ -490,7 +490,6 @@ void sysmon_wake(void);
 
 void *rtalloc(size_t size);              /* zeroed; NULL on ENOMEM */
 void rtfree(void *ptr);
-void rtalloc_gexit(void);                /* on a G with its own TLS, at its end */
 unsigned rt_tcache_create(void);
 void allocinit(void);
 
@@ -507,6 +506,7 @@ struct tlsinfo {
 	long off_robust;     /* offsetof(struct pthread, robust_head) */
 	long off_rseq;       /* the rseq area from the thread pointer, or -1 */
 	intptr_t tls_m_off;  /* &tls_m minus the thread pointer (every block) */
+	intptr_t jetsd_off;  /* jemalloc's tsd (alloc.c), likewise */
 	intptr_t resp_off;   /* glibc's __resp (resolver state pointer), likewise */
 	bool fsgsbase;       /* wrfsbase allowed (HWCAP2_FSGSBASE) */
 };

@@ -68,6 +68,16 @@ enum {
 
 struct tlsinfo tlsinfo;
 
+/* jemalloc's thread state (alloc.c): it must never come to life in a
+ * G's block.  The first bytes of a pristine block's copy (the module's
+ * TLS image: they hold its state and its link in jemalloc's list of
+ * threads) are kept, and every block is checked against them when it is
+ * freed. */
+extern __thread char je_tsd_tls;
+enum { JETSD_CHECK = 512 };
+static char jetsd_image[JETSD_CHECK];
+static _Atomic int jetsd_state; /* 0 none, 1 being taken, 2 taken */
+
 static void *(*dl_allocate_tls)(void *mem);
 static void (*dl_deallocate_tls)(void *tcb, bool dealloc_tcb);
 static void (*call_tls_dtors)(void);
@@ -171,6 +181,7 @@ bool tls_init(void)
 		return false;
 	}
 	ti.tls_m_off = (intptr_t)&tls_m - (intptr_t)tp_self();
+	ti.jetsd_off = (intptr_t)&je_tsd_tls - (intptr_t)tp_self();
 	ti.resp_off = (intptr_t)resp - (intptr_t)tp_self();
 	/* the static TLS area below the TCB, with room to align it down, and
 	 * the thread's resolver state below that; 16-aligned */
@@ -259,6 +270,13 @@ void tls_gbegin(struct g *gp)
 			warn("no memory for a green thread's TLS: it shares its OS thread's");
 		return;
 	}
+	if (atomic_load_explicit(&jetsd_state, memory_order_acquire) != 2) {
+		int z = 0;
+		if (atomic_compare_exchange_strong(&jetsd_state, &z, 1)) {
+			memcpy(jetsd_image, tcb + tlsinfo.jetsd_off, JETSD_CHECK);
+			atomic_store_explicit(&jetsd_state, 2, memory_order_release);
+		}
+	}
 	tls_adopt(gp, tcb);
 	ctype_init();
 }
@@ -296,8 +314,14 @@ void tls_gfree(struct g *gp)
 	char *tcb = gp->tcb;
 	gp->tcb = NULL;
 	/* a block at its stack top; not one it adopted (the main thread's) */
-	if (tcb >= gp->stack.lo && tcb < gp->stack.hi)
-		dl_deallocate_tls(tcb, false);
+	if (tcb < gp->stack.lo || tcb >= gp->stack.hi)
+		return;
+	if (atomic_load_explicit(&jetsd_state, memory_order_acquire) == 2 &&
+	    memcmp(tcb + tlsinfo.jetsd_off, jetsd_image, JETSD_CHECK) != 0)
+		fatal("green thread %lld: the runtime's allocator state (jemalloc's tsd) lived in "
+		      "its TLS block",
+		      (long long)gp->id);
+	dl_deallocate_tls(tcb, false);
 }
 
 /* fork from a G with its own TCB runs on its M's: glibc's fork (child
