@@ -78,6 +78,22 @@ enum { JETSD_CHECK = 512 };
 static char jetsd_image[JETSD_CHECK];
 static _Atomic int jetsd_state; /* 0 none, 1 being taken, 2 taken */
 
+/* glibc malloc's per-thread cache (malloc/malloc.c: the TLS variable
+ * tcache, a tcache_perthread_struct from the thread's arena).  A thread's
+ * is freed by its exit (tcache_thread_shutdown, from start_thread), which
+ * glibc does not export; a G's block would leak it (~2.8 KiB per ended
+ * thread with its cached chunks).  Instead an ended G's cache goes to a
+ * pool and the next G's block starts with it: a cache belongs to one
+ * thread at a time, and glibc frees a cached chunk into whichever arena
+ * it came from, so a cache can move between threads.  The variable's
+ * offset is found once by watching a fresh block make its cache
+ * (tcache_probe); without it, no recycling. */
+static long tc_off;        /* tcache's offset from the thread pointer, 0: unknown */
+static struct lock tcpool_lock;
+static void **tcpool;      /* ended Gs' caches (tcpool_lock) */
+static size_t ntcpool, tcpool_cap;
+static void tcache_probe(void);
+
 static void *(*dl_allocate_tls)(void *mem);
 static void (*dl_deallocate_tls)(void *tcb, bool dealloc_tcb);
 static void (*call_tls_dtors)(void);
@@ -188,6 +204,7 @@ bool tls_init(void)
 	ti.reserve = (ti.size + ti.align + sizeof(struct __res_state) + 15) & ~(size_t)15;
 	ti.fsgsbase = (getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE) != 0;
 	tlsinfo = ti;
+	tcache_probe();
 	atomic_store_explicit(&state, 1, memory_order_release);
 	return true;
 }
@@ -256,6 +273,104 @@ static char *block_fill(char *hi, int tid)
 	return tcb;
 }
 
+/* Find glibc's tcache variable: make a block, run one __libc_malloc and
+ * __libc_free on it, and look for the word that became a pointer to a
+ * 640-byte tcache_perthread_struct chunk (size field 0x291) whose first
+ * count is the one chunk just freed.  The block's cache goes to the pool. */
+static void tcache_probe(void)
+{
+	static _Atomic int probed;
+	if (atomic_exchange(&probed, 1))
+		return;
+	void *(*lmalloc)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "__libc_malloc");
+	void (*lfree)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "__libc_free");
+	if (!lmalloc || !lfree)
+		return;
+	size_t sz = tlsinfo.reserve + tlsinfo.align;
+	char *mem = rtalloc(sz);
+	if (!mem)
+		return;
+	char *hi = (char *)(((uintptr_t)mem + sz) & ~(uintptr_t)15);
+	char *tcb = block_fill(hi, (int)rawsyscall6(SYS_gettid, 0, 0, 0, 0, 0, 0));
+	if (!tcb) {
+		rtfree(mem);
+		return;
+	}
+	char *lo = tcb - (tlsinfo.size - tlsinfo.tcbsize);
+	if (lo < mem)
+		lo = mem;
+	lo = (char *)(((uintptr_t)lo + 7) & ~(uintptr_t)7);
+	size_t n = (size_t)(tcb - lo);
+	char *before = rtalloc(n);
+	if (before) {
+		memcpy(before, lo, n);
+		uintptr_t own = tp_self();
+		struct m *m = getm();
+		tls_setfs((uintptr_t)tcb); /* nothing here reads tls_m or parks */
+		lfree(lmalloc(24));
+		tls_setfs(own);
+		if (m)
+			m->fscur = own;
+		for (size_t x = 0; x < n; x += 8) {
+			uintptr_t v = *(uintptr_t *)(lo + x);
+			if (v == *(uintptr_t *)(before + x) || (v & 15) || v < 4096)
+				continue;
+			/* the chunk header and first count of a cache, if it is one */
+			if ((*(const size_t *)(v - 8) & ~(size_t)7) == 0x290 &&
+			    *(const uint16_t *)v == 1) {
+				tc_off = (long)((lo + x) - tcb);
+				break;
+			}
+		}
+		rtfree(before);
+	}
+	if (tc_off) {
+		tcpool = rtalloc(64 * sizeof *tcpool);
+		if (tcpool) {
+			tcpool_cap = 64;
+			tcpool[ntcpool++] = *(void **)(tcb + tc_off);
+		}
+	}
+	dl_deallocate_tls(tcb, false);
+	rtfree(mem);
+}
+
+/* A new block starts with an ended G's malloc cache, if there is one. */
+static void tcache_give(char *tcb)
+{
+	if (!tc_off)
+		return;
+	lock(&tcpool_lock);
+	if (ntcpool)
+		*(void **)(tcb + tc_off) = tcpool[--ntcpool];
+	unlock(&tcpool_lock);
+}
+
+/* An ended G's block gives its malloc cache to the pool. */
+static void tcache_take(char *tcb)
+{
+	if (!tc_off)
+		return;
+	void *tc = *(void **)(tcb + tc_off);
+	if (!tc)
+		return;
+	lock(&tcpool_lock);
+	if (ntcpool == tcpool_cap) {
+		size_t cap = tcpool_cap * 2;
+		void **n = rtalloc(cap * sizeof *n); /* on the M's own TLS (alloc.c) */
+		if (!n) {
+			unlock(&tcpool_lock);
+			return; /* no room: it leaks, as before */
+		}
+		memcpy(n, tcpool, ntcpool * sizeof *n);
+		rtfree(tcpool);
+		tcpool = n;
+		tcpool_cap = cap;
+	}
+	tcpool[ntcpool++] = tc;
+	unlock(&tcpool_lock);
+}
+
 /* On gp, running, with its stack's top tlsinfo.reserve bytes free (see
  * gstart): build its block there and switch to it.  On ENOMEM the G
  * keeps sharing its M's TLS (a warning once). */
@@ -277,6 +392,7 @@ void tls_gbegin(struct g *gp)
 			atomic_store_explicit(&jetsd_state, 2, memory_order_release);
 		}
 	}
+	tcache_give(tcb);
 	tls_adopt(gp, tcb);
 	ctype_init();
 }
@@ -321,6 +437,7 @@ void tls_gfree(struct g *gp)
 		fatal("green thread %lld: the runtime's allocator state (jemalloc's tsd) lived in "
 		      "its TLS block",
 		      (long long)gp->id);
+	tcache_take(tcb);
 	dl_deallocate_tls(tcb, false);
 }
 
@@ -355,18 +472,18 @@ void tls_forkleave(void)
 }
 
 /* The real main thread hands its TLS and TCB to the main G and moves to
- * a fresh block (calloc'ed: it never ends).  Returns its old TCB, or NULL
+ * a fresh block (it never ends).  Returns its old TCB, or NULL
  * (ENOMEM: nothing changed). */
 void *tls_movemain(void)
 {
 	size_t sz = tlsinfo.reserve + tlsinfo.align;
-	char *mem = calloc(1, sz);
+	char *mem = rtalloc(sz); /* never freed: the main thread never ends */
 	if (!mem)
 		return NULL;
 	char *hi = (char *)(((uintptr_t)mem + sz) & ~(uintptr_t)15);
 	char *tcb = block_fill(hi, (int)rawsyscall6(SYS_gettid, 0, 0, 0, 0, 0, 0));
 	if (!tcb) {
-		free(mem);
+		rtfree(mem);
 		return NULL;
 	}
 	void *old = (void *)tp_self();

@@ -95,10 +95,9 @@ void shim_start(void)
 	/* the runtime's own threads must be real ones */
 	rt_pthread_create = sig_rt_create;
 	rt_gexit_hook = gthr_gexit;
-	/* WEFT_TLS=thread gives threads TLS of their own; off by default
-	 * until an intermittent jemalloc tsd-list crash at G exit (4 Ps,
-	 * pthreads mutex_contention) is understood */
-	rt_tls_default = 0;
+	/* every thread its own TLS unless WEFT_TLS=shared (docs/preload.md);
+	 * in native mode threads are real ones and have theirs anyway */
+	rt_tls_default = !shim_native;
 	runtime_ensure();
 	shim_fork_init(); /* after the runtime: see fork.c */
 	atomic_store_explicit(&startstate, 2, memory_order_release);
