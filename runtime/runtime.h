@@ -520,6 +520,7 @@ void tls_gdtors(struct g *gp);      /* on gp: C++ thread_local destructors */
 void tls_gfree(struct g *gp);       /* gp dead and off its M: its block freed */
 void tls_forkenter(void);           /* fork runs on the M's own TCB ... */
 void tls_forkleave(void);           /* ... then the G's again (parent, child) */
+void tls_forkchild(void);           /* in a fork child: the cache pool reset */
 void *tls_movemain(void);           /* the real main thread to a fresh block */
 extern int rt_tls_default;          /* WEFT_TLS when unset: 1 under the shim */
 

@@ -89,7 +89,7 @@ static _Atomic int jetsd_state; /* 0 none, 1 being taken, 2 taken */
  * offset is found once by watching a fresh block make its cache
  * (tcache_probe); without it, no recycling. */
 static long tc_off;        /* tcache's offset from the thread pointer, 0: unknown */
-static struct lock tcpool_lock;
+struct lock tcpool_lock; /* not static: tls_forkchild */
 static void **tcpool;      /* ended Gs' caches (tcpool_lock) */
 static size_t ntcpool, tcpool_cap;
 static void tcache_probe(void);
@@ -356,7 +356,7 @@ static void tcache_take(char *tcb)
 		return;
 	lock(&tcpool_lock);
 	if (ntcpool == tcpool_cap) {
-		size_t cap = tcpool_cap * 2;
+		size_t cap = tcpool_cap ? tcpool_cap * 2 : 64;
 		void **n = rtalloc(cap * sizeof *n); /* on the M's own TLS (alloc.c) */
 		if (!n) {
 			unlock(&tcpool_lock);
@@ -459,6 +459,16 @@ void tls_forkenter(void)
 	m->fscur = m->fsbase;
 	tls_setfs(m->fsbase);
 	rt_seterrno(e);
+}
+
+/* In a fork child (fork.c, every other thread gone): the pool's lock
+ * may have been held by one of them, and the pool mid-change.  Start
+ * with an empty one (the caches in it leak, once). */
+void tls_forkchild(void)
+{
+	atomic_store_explicit(&tcpool_lock.key, 0, memory_order_relaxed);
+	tcpool = NULL;
+	ntcpool = tcpool_cap = 0;
 }
 
 void tls_forkleave(void)
