@@ -1055,6 +1055,57 @@ def headline_table(benches, link_prefix):
                     ["---", "---"] + ["--:"] * (1 + len(HEAD_COLS)))
 
 
+# Figures measured by hand (not by make bench), kept in the report as they are.
+HAND_SECTIONS = """\
+## Per-thread TLS under the shim (measured by hand)
+
+Not produced by `make bench`: measured on 2026-12-01 with per-thread TLS
+(`WEFT_TLS=thread`; not yet the default), on the same 2-CPU VM with
+six other sessions building and testing (load average 20-160), so compare
+within a row only. The "weft preloaded" rows above predate the change
+(they ran with shared TLS).
+
+Switch cost: `WEFT_TLS=thread build/bench/weft/yield 300000` against
+`WEFT_TLS=shared`: 18.1-23.1 us against 120-183 ns per switch; `strace
+-c` counts one `arch_prctl(ARCH_SET_FS)` per switch (40,014 for 40,000),
+which cost 19-20 us at that moment (`getppid` 5.3-5.6 us; 3.6 us and
+1.0 us on a quiet machine). With `FSGSBASE` the load is one `wrfsbase`.
+
+`make demo DEMO_RUNS=1` (10,000 connections of examples/echo_threads,
+`weft run --procs 2`), `WEFT_TLS=thread` and `WEFT_TLS=shared`:
+
+| | thread | shared |
+|---|--:|--:|
+| msgs/s (native in the same run) | 11,143 (2,377) | 9,856 (1,799) |
+| server CPU per message, us | 20.7 | 16.2 |
+| server OS threads | 8 | 9 |
+| server peak RSS, MiB | 168.5 | 87.3 |
+
++8.3 KiB (two pages) per connection: the TLS block at the top of each
+G's stack ([preload.md](preload.md#thread-local-state-and-errno)).
+
+MariaDB 10.11 (Debian's mariadbd, one thread per connection) driven by
+sysbench 20 s over its Unix socket, `bench/mariadb.sh` (`make
+bench-mariadb`), `weft run --procs 2`; modes: native, weft (`WEFT_TLS=thread`),
+shared (`WEFT_TLS=shared`):
+
+| sysbench test, client threads | native tps, p95 ms, OS threads | weft tps, p95 ms, OS threads | shared |
+|---|--:|--:|---|
+| oltp_point_select, 16 | 38,580, 0.84, 30 | 22,787, 2.00, 12 | server dies (signal 11) |
+| oltp_point_select, 512 | 11,145, 80.0, 526 | 12,279, 164.5, 25 | server dies (signal 11) |
+| oltp_read_write, 16 | 563, 68.1, 30 | 293, 161.5, 53 | dies (earlier run) |
+| oltp_read_write, 512 | 93, 13,071, 526 | 56, 18,738, 447 | dies (earlier run) |
+
+No crash under weft; errors: 0 in point_select; in read_write at 512
+sysbench's ignored (retried) errors, InnoDB deadlocks of 512 writers on
+4 small tables, 541 native and 514 weft (1 native at 16). Issue 13's
+targets (>= 0.9x native at 16; at 512 >= native on <= 16 OS threads with
+p95 <= native) are not met: point_select at 512 is above native on 25 OS
+threads but with twice the p95; InnoDB's file I/O blocks OS threads, for
+which sysmon lends spare Ps (447 OS threads at 512 read_write).
+"""
+
+
 def render_md(benches, meta, plots, csv_rel, docs_dir):
     L = []
     a = L.append
@@ -1176,6 +1227,7 @@ def render_md(benches, meta, plots, csv_rel, docs_dir):
                                              if s.errors and s.status == "not built" else ""))
         if probs:
             a("")
+    a(HAND_SECTIONS)
     return "\n".join(L) + "\n"
 
 

@@ -125,60 +125,97 @@ static extent_hooks_t hooks = {
 	.merge = ext_merge,
 };
 
+/* jemalloc keeps its per-thread state (tsd) in TLS, initial-exec: at a
+ * fixed offset from the thread pointer.  Called while the FS base points
+ * at a G's own block (tls.c), it would make a tsd in that block and link
+ * it into its global list of threads; the block dies with the G's stack
+ * and the list is left pointing into freed memory (it crashed in
+ * je_tsd_state_set about once in 60 runs of 1,000 contending threads on
+ * 4 Ps).  So jemalloc only ever runs on an OS thread's own TLS, whose
+ * tsd lives as long as the thread and which glibc's key destructor
+ * retires at thread exit: je_enter loads the M's own FS base around the
+ * call when a G's block is loaded, je_leave loads the block back.  No
+ * tsd ever exists in a G's block (tls_gfree checks).  The M's own TLS
+ * has tls_m too, so a signal in between sees the right M.  Costs two FS
+ * loads per runtime allocation on a G with its own TLS; the runtime
+ * allocates per thread (key table, timer) and per object, not per call
+ * on the paths a thread uses often. */
+static uintptr_t je_enter(struct m *m)
+{
+	if (!m || likely(m->fscur == m->fsbase))
+		return 0;
+	uintptr_t fs = m->fscur;
+	m->fscur = m->fsbase;
+	tls_setfs(m->fsbase);
+	return fs;
+}
+
+static void je_leave(struct m *m, uintptr_t fs)
+{
+	if (likely(!fs))
+		return;
+	m->fscur = fs;
+	tls_setfs(fs);
+}
+
 void allocinit(void)
 {
 	extent_hooks_t *hp = &hooks;
 	size_t sz = sizeof arena;
-	if (mallctl("arenas.create", &arena, &sz, &hp, sizeof hp) == 0)
+	struct m *m = getm();
+	uintptr_t fs = je_enter(m);
+	int r = mallctl("arenas.create", &arena, &sz, &hp, sizeof hp);
+	je_leave(m, fs);
+	if (r == 0)
 		arena_ok = true;
 	else
 		warn("jemalloc arenas.create failed; using the default arena");
+}
+
+/* Flags for the calling context: the P's cache if this M holds a P (it
+ * alone uses it: a P is never taken from its M), else no cache. */
+static int allocflags(struct m *m)
+{
+	int f = arena_ok ? MALLOCX_ARENA(arena) : 0;
+	if (m && m->p)
+		return f | MALLOCX_TCACHE(m->p->tcache);
+	return f | MALLOCX_TCACHE_NONE;
 }
 
 unsigned rt_tcache_create(void)
 {
 	unsigned tc;
 	size_t sz = sizeof tc;
-	if (mallctl("tcache.create", &tc, &sz, NULL, 0) != 0)
+	struct m *m = getm();
+	uintptr_t fs = je_enter(m);
+	int r = mallctl("tcache.create", &tc, &sz, NULL, 0);
+	je_leave(m, fs);
+	if (r != 0)
 		fatal("jemalloc tcache.create failed");
 	return tc;
 }
 
-/* Flags for the calling context: the P's cache if this M holds a P (it
- * alone uses it: a P is never taken from its M), else no cache. */
-static int allocflags(void)
-{
-	int f = arena_ok ? MALLOCX_ARENA(arena) : 0;
-	struct m *m = getm();
-	if (m && m->p)
-		return f | MALLOCX_TCACHE(m->p->tcache);
-	return f | MALLOCX_TCACHE_NONE;
-}
-
-/* jemalloc's per-thread state (tsd) lives in TLS: a G with TLS of its
- * own (tls.c) has one in its block.  No automatic thread cache (the
- * runtime only uses the P's explicit ones), so making a tsd is cheap, and
- * rtalloc_gexit retires the G's tsd before its block goes: jemalloc keeps
- * live tsds on a list of its own. */
+/* No automatic thread cache: the runtime only uses the P's explicit
+ * ones, so an OS thread's tsd is small and cheap to make. */
 const char *malloc_conf = "tcache:false";
-extern __thread char je_tsd_tls;
-void je_tsd_cleanup(void *arg);
-
-void rtalloc_gexit(void)
-{
-	je_tsd_cleanup(&je_tsd_tls);
-}
 
 void *rtalloc(size_t size)
 {
-	void *p = mallocx(size ? size : 1, allocflags() | MALLOCX_ZERO);
+	struct m *m = getm();
+	uintptr_t fs = je_enter(m);
+	void *p = mallocx(size ? size : 1, allocflags(m) | MALLOCX_ZERO);
+	je_leave(m, fs);
 	if (!p)
-		errno = ENOMEM;
+		errno = ENOMEM; /* on the G's own TLS again */
 	return p;
 }
 
 void rtfree(void *ptr)
 {
-	if (ptr)
-		dallocx(ptr, allocflags());
+	if (!ptr)
+		return;
+	struct m *m = getm();
+	uintptr_t fs = je_enter(m);
+	dallocx(ptr, allocflags(m));
+	je_leave(m, fs);
 }

@@ -368,9 +368,14 @@ void weft_dump(FILE *out)
 	/* inside the runtime: hooked libc calls go straight to libc, and
 	 * the P stays ours while the world is frozen */
 	rt_enter();
+	/* on the M's own TLS: the backtrace printer uses plain malloc,
+	 * jemalloc's inside libweft, whose thread state must never be made
+	 * in a G's block (alloc.c) */
+	tls_forkenter();
 	lock(&dumplock);
 	dump_locked(out);
 	unlock(&dumplock);
+	tls_forkleave();
 	rt_leave();
 }
 

@@ -91,6 +91,7 @@ void runtime_afterfork_child(void)
 	unlocked(&allglock);
 	unlocked(&stacklock);
 	unlocked(&wakelock);
+	tls_forkchild();
 
 	/* Ms: this one, if the fork came from an M */
 	if (m) {

@@ -1182,8 +1182,6 @@ static void goexit1(void)
 		gp->lockedm = NULL;
 		gp->lockcount = 0;
 	}
-	if (gp->tcb)
-		rtalloc_gexit(); /* its last allocation was above (weft_sem_post...) */
 	atomic_store_explicit(&gp->status, G_DEAD, memory_order_relaxed);
 	gcountadd(m->p, -1);
 	m->afterfn = after_gfput;

@@ -528,7 +528,6 @@ void sysmon_wake(void);
 
 void *rtalloc(size_t size);              /* zeroed; NULL on ENOMEM */
 void rtfree(void *ptr);
-void rtalloc_gexit(void);                /* on a G with its own TLS, at its end */
 unsigned rt_tcache_create(void);
 void allocinit(void);
 
@@ -545,6 +544,7 @@ struct tlsinfo {
 	long off_robust;     /* offsetof(struct pthread, robust_head) */
 	long off_rseq;       /* the rseq area from the thread pointer, or -1 */
 	intptr_t tls_m_off;  /* &tls_m minus the thread pointer (every block) */
+	intptr_t jetsd_off;  /* jemalloc's tsd (alloc.c), likewise */
 	intptr_t resp_off;   /* glibc's __resp (resolver state pointer), likewise */
 	bool fsgsbase;       /* wrfsbase allowed (HWCAP2_FSGSBASE) */
 };
@@ -558,6 +558,7 @@ void tls_gdtors(struct g *gp);      /* on gp: C++ thread_local destructors */
 void tls_gfree(struct g *gp);       /* gp dead and off its M: its block freed */
 void tls_forkenter(void);           /* fork runs on the M's own TCB ... */
 void tls_forkleave(void);           /* ... then the G's again (parent, child) */
+void tls_forkchild(void);           /* in a fork child: the cache pool reset */
 void *tls_movemain(void);           /* the real main thread to a fresh block */
 extern int rt_tls_default;          /* WEFT_TLS when unset: 1 under the shim */
 

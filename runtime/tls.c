@@ -68,6 +68,32 @@ enum {
 
 struct tlsinfo tlsinfo;
 
+/* jemalloc's thread state (alloc.c): it must never come to life in a
+ * G's block.  The first bytes of a pristine block's copy (the module's
+ * TLS image: they hold its state and its link in jemalloc's list of
+ * threads) are kept, and every block is checked against them when it is
+ * freed. */
+extern __thread char je_tsd_tls;
+enum { JETSD_CHECK = 512 };
+static char jetsd_image[JETSD_CHECK];
+static _Atomic int jetsd_state; /* 0 none, 1 being taken, 2 taken */
+
+/* glibc malloc's per-thread cache (malloc/malloc.c: the TLS variable
+ * tcache, a tcache_perthread_struct from the thread's arena).  A thread's
+ * is freed by its exit (tcache_thread_shutdown, from start_thread), which
+ * glibc does not export; a G's block would leak it (~2.8 KiB per ended
+ * thread with its cached chunks).  Instead an ended G's cache goes to a
+ * pool and the next G's block starts with it: a cache belongs to one
+ * thread at a time, and glibc frees a cached chunk into whichever arena
+ * it came from, so a cache can move between threads.  The variable's
+ * offset is found once by watching a fresh block make its cache
+ * (tcache_probe); without it, no recycling. */
+static long tc_off;        /* tcache's offset from the thread pointer, 0: unknown */
+struct lock tcpool_lock; /* not static: tls_forkchild */
+static void **tcpool;      /* ended Gs' caches (tcpool_lock) */
+static size_t ntcpool, tcpool_cap;
+static void tcache_probe(void);
+
 static void *(*dl_allocate_tls)(void *mem);
 static void (*dl_deallocate_tls)(void *tcb, bool dealloc_tcb);
 static void (*call_tls_dtors)(void);
@@ -171,12 +197,14 @@ bool tls_init(void)
 		return false;
 	}
 	ti.tls_m_off = (intptr_t)&tls_m - (intptr_t)tp_self();
+	ti.jetsd_off = (intptr_t)&je_tsd_tls - (intptr_t)tp_self();
 	ti.resp_off = (intptr_t)resp - (intptr_t)tp_self();
 	/* the static TLS area below the TCB, with room to align it down, and
 	 * the thread's resolver state below that; 16-aligned */
 	ti.reserve = (ti.size + ti.align + sizeof(struct __res_state) + 15) & ~(size_t)15;
 	ti.fsgsbase = (getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE) != 0;
 	tlsinfo = ti;
+	tcache_probe();
 	atomic_store_explicit(&state, 1, memory_order_release);
 	return true;
 }
@@ -245,6 +273,104 @@ static char *block_fill(char *hi, int tid)
 	return tcb;
 }
 
+/* Find glibc's tcache variable: make a block, run one __libc_malloc and
+ * __libc_free on it, and look for the word that became a pointer to a
+ * 640-byte tcache_perthread_struct chunk (size field 0x291) whose first
+ * count is the one chunk just freed.  The block's cache goes to the pool. */
+static void tcache_probe(void)
+{
+	static _Atomic int probed;
+	if (atomic_exchange(&probed, 1))
+		return;
+	void *(*lmalloc)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "__libc_malloc");
+	void (*lfree)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "__libc_free");
+	if (!lmalloc || !lfree)
+		return;
+	size_t sz = tlsinfo.reserve + tlsinfo.align;
+	char *mem = rtalloc(sz);
+	if (!mem)
+		return;
+	char *hi = (char *)(((uintptr_t)mem + sz) & ~(uintptr_t)15);
+	char *tcb = block_fill(hi, (int)rawsyscall6(SYS_gettid, 0, 0, 0, 0, 0, 0));
+	if (!tcb) {
+		rtfree(mem);
+		return;
+	}
+	char *lo = tcb - (tlsinfo.size - tlsinfo.tcbsize);
+	if (lo < mem)
+		lo = mem;
+	lo = (char *)(((uintptr_t)lo + 7) & ~(uintptr_t)7);
+	size_t n = (size_t)(tcb - lo);
+	char *before = rtalloc(n);
+	if (before) {
+		memcpy(before, lo, n);
+		uintptr_t own = tp_self();
+		struct m *m = getm();
+		tls_setfs((uintptr_t)tcb); /* nothing here reads tls_m or parks */
+		lfree(lmalloc(24));
+		tls_setfs(own);
+		if (m)
+			m->fscur = own;
+		for (size_t x = 0; x < n; x += 8) {
+			uintptr_t v = *(uintptr_t *)(lo + x);
+			if (v == *(uintptr_t *)(before + x) || (v & 15) || v < 4096)
+				continue;
+			/* the chunk header and first count of a cache, if it is one */
+			if ((*(const size_t *)(v - 8) & ~(size_t)7) == 0x290 &&
+			    *(const uint16_t *)v == 1) {
+				tc_off = (long)((lo + x) - tcb);
+				break;
+			}
+		}
+		rtfree(before);
+	}
+	if (tc_off) {
+		tcpool = rtalloc(64 * sizeof *tcpool);
+		if (tcpool) {
+			tcpool_cap = 64;
+			tcpool[ntcpool++] = *(void **)(tcb + tc_off);
+		}
+	}
+	dl_deallocate_tls(tcb, false);
+	rtfree(mem);
+}
+
+/* A new block starts with an ended G's malloc cache, if there is one. */
+static void tcache_give(char *tcb)
+{
+	if (!tc_off)
+		return;
+	lock(&tcpool_lock);
+	if (ntcpool)
+		*(void **)(tcb + tc_off) = tcpool[--ntcpool];
+	unlock(&tcpool_lock);
+}
+
+/* An ended G's block gives its malloc cache to the pool. */
+static void tcache_take(char *tcb)
+{
+	if (!tc_off)
+		return;
+	void *tc = *(void **)(tcb + tc_off);
+	if (!tc)
+		return;
+	lock(&tcpool_lock);
+	if (ntcpool == tcpool_cap) {
+		size_t cap = tcpool_cap ? tcpool_cap * 2 : 64;
+		void **n = rtalloc(cap * sizeof *n); /* on the M's own TLS (alloc.c) */
+		if (!n) {
+			unlock(&tcpool_lock);
+			return; /* no room: it leaks, as before */
+		}
+		memcpy(n, tcpool, ntcpool * sizeof *n);
+		rtfree(tcpool);
+		tcpool = n;
+		tcpool_cap = cap;
+	}
+	tcpool[ntcpool++] = tc;
+	unlock(&tcpool_lock);
+}
+
 /* On gp, running, with its stack's top tlsinfo.reserve bytes free (see
  * gstart): build its block there and switch to it.  On ENOMEM the G
  * keeps sharing its M's TLS (a warning once). */
@@ -259,6 +385,14 @@ void tls_gbegin(struct g *gp)
 			warn("no memory for a green thread's TLS: it shares its OS thread's");
 		return;
 	}
+	if (atomic_load_explicit(&jetsd_state, memory_order_acquire) != 2) {
+		int z = 0;
+		if (atomic_compare_exchange_strong(&jetsd_state, &z, 1)) {
+			memcpy(jetsd_image, tcb + tlsinfo.jetsd_off, JETSD_CHECK);
+			atomic_store_explicit(&jetsd_state, 2, memory_order_release);
+		}
+	}
+	tcache_give(tcb);
 	tls_adopt(gp, tcb);
 	ctype_init();
 }
@@ -296,8 +430,15 @@ void tls_gfree(struct g *gp)
 	char *tcb = gp->tcb;
 	gp->tcb = NULL;
 	/* a block at its stack top; not one it adopted (the main thread's) */
-	if (tcb >= gp->stack.lo && tcb < gp->stack.hi)
-		dl_deallocate_tls(tcb, false);
+	if (tcb < gp->stack.lo || tcb >= gp->stack.hi)
+		return;
+	if (atomic_load_explicit(&jetsd_state, memory_order_acquire) == 2 &&
+	    memcmp(tcb + tlsinfo.jetsd_off, jetsd_image, JETSD_CHECK) != 0)
+		fatal("green thread %lld: the runtime's allocator state (jemalloc's tsd) lived in "
+		      "its TLS block",
+		      (long long)gp->id);
+	tcache_take(tcb);
+	dl_deallocate_tls(tcb, false);
 }
 
 /* fork from a G with its own TCB runs on its M's: glibc's fork (child
@@ -320,6 +461,16 @@ void tls_forkenter(void)
 	rt_seterrno(e);
 }
 
+/* In a fork child (fork.c, every other thread gone): the pool's lock
+ * may have been held by one of them, and the pool mid-change.  Start
+ * with an empty one (the caches in it leak, once). */
+void tls_forkchild(void)
+{
+	atomic_store_explicit(&tcpool_lock.key, 0, memory_order_relaxed);
+	tcpool = NULL;
+	ntcpool = tcpool_cap = 0;
+}
+
 void tls_forkleave(void)
 {
 	struct g *gp = getg();
@@ -331,18 +482,18 @@ void tls_forkleave(void)
 }
 
 /* The real main thread hands its TLS and TCB to the main G and moves to
- * a fresh block (calloc'ed: it never ends).  Returns its old TCB, or NULL
+ * a fresh block (it never ends).  Returns its old TCB, or NULL
  * (ENOMEM: nothing changed). */
 void *tls_movemain(void)
 {
 	size_t sz = tlsinfo.reserve + tlsinfo.align;
-	char *mem = calloc(1, sz);
+	char *mem = rtalloc(sz); /* never freed: the main thread never ends */
 	if (!mem)
 		return NULL;
 	char *hi = (char *)(((uintptr_t)mem + sz) & ~(uintptr_t)15);
 	char *tcb = block_fill(hi, (int)rawsyscall6(SYS_gettid, 0, 0, 0, 0, 0, 0));
 	if (!tcb) {
-		free(mem);
+		rtfree(mem);
 		return NULL;
 	}
 	void *old = (void *)tp_self();

@@ -135,9 +135,10 @@ void shim_rtstart(void)
 	/* the runtime's own threads must be real ones */
 	rt_pthread_create = sig_rt_create;
 	rt_gexit_hook = gthr_gexit;
-	/* WEFT_TLS=thread gives threads TLS of their own; off by default
-	 * until an intermittent jemalloc tsd-list crash at G exit (4 Ps,
-	 * pthreads mutex_contention) is understood */
+	/* WEFT_TLS=thread gives threads TLS of their own; not the default
+	 * yet: with it, fork children hung twice in one make test run
+	 * (forks spawn_gs, a bash $(...) in the corpus), cause not found
+	 * (docs/preload.md) */
 	rt_tls_default = 0;
 	runtime_ensure();
 	shim_fork_init(); /* after the runtime: see fork.c */

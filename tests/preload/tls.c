@@ -18,6 +18,12 @@
  *   tls guard      stack protector and setjmp/longjmp (pointer guard)
  *   tls libc       glibc's per-thread state a new thread gets: the locale's
  *                  ctype tables (printf("%f"), toupper), the resolver state
+ *   tls mleak      10 rounds of 1,000 threads that malloc and free: glibc's
+ *                  heap in use (mallinfo2) grows by < 2 MiB from the first
+ *                  round to the last (a thread's malloc cache is given back)
+ *   tls churn [R]  R rounds (default 100) of 1,000 short threads that use
+ *                  what the runtime allocates for a thread (a key's value,
+ *                  a timed sleep, a contended mutex) and end
  *
  * Each prints "<name> wrong=N ..." and exits 0 if N == 0.
  */
@@ -27,6 +33,7 @@
 #include <resolv.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdatomic.h>
@@ -383,6 +390,85 @@ static int run_libc(void)
 	return 0;
 }
 
+/* ---- many short threads: the runtime allocates and frees for each ------------------- */
+
+static pthread_key_t churn_key;
+static pthread_mutex_t churn_mu = PTHREAD_MUTEX_INITIALIZER;
+static long churn_count;
+
+static void *churn_thread(void *arg)
+{
+	long id = (long)arg;
+	/* a key's value: the runtime's per-thread key table */
+	pthread_setspecific(churn_key, (void *)(id + 1));
+	/* a timed park: the runtime's timer for this thread */
+	struct timespec ts = { 0, 1000 };
+	nanosleep(&ts, NULL);
+	pthread_mutex_lock(&churn_mu);
+	churn_count++;
+	pthread_mutex_unlock(&churn_mu);
+	if (pthread_getspecific(churn_key) != (void *)(id + 1))
+		bad("thread %ld: key value %ld", id, (long)pthread_getspecific(churn_key));
+	atomic_fetch_add(&total, 1);
+	return NULL;
+}
+
+static int run_churn(int rounds)
+{
+	enum { N = 1000 };
+	static pthread_t t[N];
+	pthread_key_create(&churn_key, NULL);
+	for (int r = 0; r < rounds; r++) {
+		for (long i = 0; i < N; i++)
+			pthread_create(&t[i], NULL, churn_thread, (void *)i);
+		for (int i = 0; i < N; i++)
+			pthread_join(t[i], NULL);
+	}
+	if (churn_count != (long)rounds * N)
+		bad("count %ld, want %ld", churn_count, (long)rounds * N);
+	return 0;
+}
+
+/* ---- glibc's per-thread malloc cache, given back when a thread ends ------------------- */
+
+static void *mleak_thread(void *arg)
+{
+	(void)arg;
+	void *a = malloc(100), *b = malloc(1000), *c = malloc(200);
+	usleep(1);
+	free(a);
+	free(b);
+	free(c);
+	atomic_fetch_add(&total, 1);
+	return NULL;
+}
+
+static size_t inuse(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+	return mi.uordblks + mi.hblkhd;
+}
+
+static int run_mleak(void)
+{
+	enum { N = 1000, ROUNDS = 10 };
+	static pthread_t t[N];
+	size_t first = 0;
+	for (int r = 0; r < ROUNDS; r++) {
+		for (int i = 0; i < N; i++)
+			pthread_create(&t[i], NULL, mleak_thread, NULL);
+		for (int i = 0; i < N; i++)
+			pthread_join(t[i], NULL);
+		if (r == 0)
+			first = inuse();
+	}
+	long grew = (long)inuse() - (long)first;
+	printf("mleak grew=%ld\n", grew);
+	if (grew > 2 << 20)
+		bad("glibc's heap in use grew by %ld bytes over %ld threads", grew, (ROUNDS - 1) * N);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -412,6 +498,10 @@ int main(int argc, char **argv)
 		rc = run_guard();
 	} else if (!strcmp(c, "libc")) {
 		rc = run_libc();
+	} else if (!strcmp(c, "mleak")) {
+		rc = run_mleak();
+	} else if (!strcmp(c, "churn")) {
+		rc = run_churn(argc > 2 ? rounds : 100);
 	} else {
 		return 2;
 	}
