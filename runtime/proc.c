@@ -346,9 +346,13 @@ struct g *globrunqget(struct p *pp, int32_t max)
 
 static void retire_spare_locked(void);
 
-/* The spare list; sched.lock held.  sched.nspares counts spares in use. */
+/* The spare list; sched.lock held.  sched.nspares counts spares in use.
+ * A spare put back keeps no timers: they go to P 0, a live P (a G that
+ * slept on the spare is woken by a P an M holds, not by whoever happens
+ * to scan idle Ps). */
 void sparefree_put(struct p *pp)
 {
+	movetimers(pp, allp[0]);
 	pp->link = sched.sparefree;
 	sched.sparefree = pp;
 	atomic_fetch_sub(&sched.nspares, 1);
@@ -1462,8 +1466,8 @@ static struct g *stealwork(struct m *m, int64_t now)
 	return NULL;
 }
 
-/* Fire the due timers of Ps that no M holds - idle ones, and retired
- * spares - from here; their Gs come to our P.  stealwork does this only
+/* Fire the due timers of Ps that no M holds (idle ones; a retired P has
+ * none, timer.c movetimers) from here; their Gs come to our P.  stealwork does this only
  * for a spinning M, and the spinning rule can forbid every M to spin
  * while such a timer waits: with spares on the idle list, npidle can
  * reach gomaxprocs while we hold a P (a fork child keeps running on the
@@ -1514,9 +1518,12 @@ top:;
 		bool retire = pp->retired;
 		if (!retire && n > 0 && atomic_compare_exchange_strong(&sched.nretire, &n, n - 1))
 			retire = true;
+		int64_t moved = 0;
 		if (retire) {
 			while ((gp = runqget(pp, NULL)))
 				globrunqput_locked(gp);
+			/* and its timers to a live P (timer.c) */
+			moved = movetimers(pp, allp[0]);
 			releasep(m);
 			if (pp->spare)
 				sparefree_put(pp);
@@ -1529,6 +1536,8 @@ top:;
 			}
 			if (atomic_load(&sched.runqsize) > 0)
 				wakep();
+			if (moved) /* we would have fired them: now P 0's must */
+				wakenetpoller(moved);
 			stopm(m);
 			goto top;
 		}
@@ -1753,10 +1762,12 @@ int weft_maxprocs(int n)
 		atomic_store(&nallp, id + 1);
 		pidleput(allp[id]);
 	}
-	/* drop retired Ps from the idle list */
+	/* drop retired Ps from the idle list, their timers to P 0 (idle
+	 * Ps' timers: the netpoller sleeps until them already) */
 	struct p **pl = &sched.pidle;
 	while (*pl) {
 		if ((*pl)->retired) {
+			movetimers(*pl, allp[0]);
 			*pl = (*pl)->link;
 			atomic_fetch_sub(&sched.npidle, 1);
 		} else {

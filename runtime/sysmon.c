@@ -116,14 +116,9 @@ static int retake(int64_t now)
 	for (int32_t i = 0; i < nps; i++) {
 		struct p *pp = allp[i];
 		if (PSTATUS(atomic_load(&pp->state)) != P_RUNNING) {
+			/* (a retired P keeps no timers: proc.c hands them
+			 * to P 0; an idle P's are the netpoller's) */
 			pp->sm_when = 0;
-			/* a spare retired with a G's timer on it (the G slept
-			 * on it, then the spare went away): nobody owns it */
-			int64_t t0 = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
-			if (pp->spare && t0 && now - t0 > TIMER_LATE_NS) {
-				checktimers(pp, now);
-				n++;
-			}
 			continue;
 		}
 		/* timers the owner is not getting to (it runs one G without a
