@@ -177,7 +177,7 @@ int io_begin(struct io *io, int fd, unsigned dir)
 		return IO_SYSCALL;
 	io->fd = fd;
 	io->mode = IO_POLL;
-	io->kind = f & (PD_SOCK | PD_NOWAIT);
+	io->kind = f & (PD_SOCK | PD_NOWAIT | PD_WPOLL);
 	io->deadline = INT64_MIN;
 	io->expired = false;
 	io->r.d = d;
@@ -347,14 +347,20 @@ long io_try(struct io *io, const struct sc *s)
 		if (done && r == -EAGAIN && io->r.mask == PD_READ &&
 		    (atomic_load_explicit(&io->r.d->flags, memory_order_acquire) & PD_NODRAIN))
 			r = try_hup(io, s);
-	} else if (io->kind & PD_NOWAIT) {
+	} else if ((io->kind & PD_NOWAIT) && !(io->r.mask == PD_WRITE && (io->kind & PD_WPOLL))) {
 		r = try_nowait(s, &done);
 		if (done && r == -EOPNOTSUPP) {
 			/* the kernel does not honour RWF_NOWAIT for this file
-			 * (named FIFO, tty, inotify, eventfd writes...): poll
-			 * first from now on */
-			atomic_fetch_and(&io->r.d->flags, ~(uint32_t)PD_NOWAIT);
-			io->kind = 0;
+			 * (named FIFO, tty, inotify) or for its writes only
+			 * (eventfd): poll first from now on, in that direction
+			 * only (an eventfd's reads keep asking the file, which
+			 * refuses a short read at once: fuzzer finding 11) */
+			uint32_t drop = io->r.mask == PD_WRITE ? PD_WPOLL : 0;
+			if (drop)
+				atomic_fetch_or(&io->r.d->flags, drop);
+			else
+				atomic_fetch_and(&io->r.d->flags, ~(uint32_t)PD_NOWAIT);
+			io->kind = drop ? io->kind | drop : 0;
 			done = false;
 		}
 	}

@@ -74,6 +74,7 @@ enum {
 	PD_NODRAIN = 1 << 7, /* urgent data or hangup seen: no short-read shortcut */
 	PD_CLOSING = 1 << 8, /* close in progress */
 	PD_NOWAIT = 1 << 9,  /* not a socket: tries are preadv2/pwritev2(RWF_NOWAIT) */
+	PD_WPOLL = 1 << 10,  /* PD_NOWAIT, but writes poll first (eventfd: EOPNOTSUPP) */
 };
 /* A pollable file that is neither PD_SOCK nor PD_NOWAIT (the kernel
  * refuses RWF_NOWAIT for it: inotify, ttys, named FIFOs...) is tried by

@@ -354,3 +354,31 @@ FIXED_TEST(socket_call_on_non_socket_enotsock)
 	close(p[1]);
 	return 0;
 }
+
+static void write_after_ev(void *arg)
+{
+	weft_sleep(5 * 1000000);
+	uint64_t two = 2;
+	CHECK(write(*(int *)arg, &two, 8) == 8);
+}
+
+/* Finding 11: an eventfd refuses RWF_NOWAIT for writes only (EOPNOTSUPP);
+ * weft then made every try on it ask poll first, reads too, so a short
+ * read (fewer than 8 bytes: EINVAL at once) of an empty eventfd parked
+ * forever after the first write. */
+FIXED_TEST(eventfd_short_read_after_write)
+{
+	(void)argc, (void)argv;
+	int e = eventfd(0, EFD_CLOEXEC);
+	CHECK(e >= 0);
+	uint64_t v = 1;
+	CHECK(write(e, &v, 8) == 8); /* RWF_NOWAIT refused: writes poll first */
+	CHECK(read(e, &v, 8) == 8 && v == 1);
+	char b[8];
+	CHECK(read(e, b, 7) == -1 && err() == EINVAL);
+	CHECK(write(e, b, 7) == -1 && err() == EINVAL);
+	weft_go(write_after_ev, &e);
+	CHECK(read(e, &v, 8) == 8 && v == 2); /* parks until the write */
+	close(e);
+	return 0;
+}
