@@ -130,7 +130,10 @@ static ssize_t do_recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
 	 * again) */
 	if ((flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL && is_stream(fd))
 		return sysret(io_all(&io, &s, n));
-	return sysret(io_once(&io, &s, n, flags == 0));
+	/* a plain recv drains like a read - on a socket: on any other file
+	 * it fails at once (ENOTSOCK) and must not wait first because a
+	 * read left it empty (fuzzer finding 12) */
+	return sysret(io_once(&io, &s, n, flags == 0 && (io.kind & PD_SOCK)));
 }
 
 HOOK ssize_t recv(int fd, void *buf, size_t n, int flags)

@@ -346,6 +346,11 @@ FIXED_TEST(socket_call_on_non_socket_enotsock)
 	int p[2];
 	CHECK(pipe(p) == 0);
 	CHECK(recv(p[0], b, 1, 0) == -1 && err() == ENOTSOCK);
+	/* finding 12: after a short read left the pipe empty, recv waited
+	 * for the next event before making the call */
+	CHECK(write(p[1], "abc", 3) == 3);
+	CHECK(read(p[0], b, 8) == 3);
+	CHECK(recv(p[0], b, 8, 0) == -1 && err() == ENOTSOCK);
 	CHECK(accept(p[0], NULL, NULL) == -1 && err() == ENOTSOCK);
 	CHECK(send(p[1], b, 1, 0) == -1 && err() == ENOTSOCK);
 	CHECK(sendmsg(p[1], &mh, 0) == -1 && err() == ENOTSOCK);
