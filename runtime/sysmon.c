@@ -230,9 +230,13 @@ static void *sysmon(void *arg)
 		 * trace line is due) */
 		if (allpidle()) {
 			lock(&sched.lock);
+			noteclear(&sched.sysmonnote);
+			/* say we wait, then look (seq_cst both, as acquirep
+			 * stores a P's state and then reads sysmonwait): a P
+			 * acquired meanwhile is seen here, or sees us waiting
+			 * and wakes us (acquirep does not take sched.lock) */
+			atomic_store(&sched.sysmonwait, 1);
 			if (allpidle()) {
-				noteclear(&sched.sysmonnote);
-				atomic_store(&sched.sysmonwait, 1);
 				unlock(&sched.lock);
 				int64_t t = weftenv.schedtrace_ms ? weftenv.schedtrace_ms * 1000000 : -1;
 				if (scavenge_pending && (t < 0 || t > SCAVENGE_NS))
@@ -245,6 +249,7 @@ static void *sysmon(void *arg)
 				now = nanotime();
 				atomic_store_explicit(&coarsenow, now, memory_order_relaxed);
 			} else {
+				atomic_store(&sched.sysmonwait, 0);
 				unlock(&sched.lock);
 			}
 		}

@@ -780,6 +780,72 @@ Test(sched, retired_spare_timers_move, .timeout = 30)
 	cr_assert_eq(WEXITSTATUS(c.status), 0, "exit %d, stderr: %s", WEXITSTATUS(c.status), c.err);
 }
 
+/* ---- sysmon asleep while a P is acquired ---------------------------------------- */
+
+/* sysmon sleeps while every P is idle and acquirep wakes it.  It read
+ * "all idle" before it said it waited, and acquirep read "not waiting"
+ * with a relaxed load after a release store: a P acquired between the
+ * two left sysmon asleep for good, and an M that then blocked with a G
+ * queued behind it that was to unblock it (as here) hung: the TSan hang
+ * once seen in blocking_call_hands_off_p.  Each round lets every P go
+ * idle (sysmon goes to sleep), then needs sysmon to lend a P.  The race
+ * window is a few instructions: this is a stress test, not a proof. */
+#define SYSMON_ROUNDS 100
+static int spfd[2];
+static _Atomic int sblocked;
+
+static void sblocker(void *arg)
+{
+	(void)arg;
+	char c;
+	atomic_store(&sblocked, 1);
+	weft_blocking_enter();
+	long r = syscall(SYS_read, spfd[0], &c, 1);
+	weft_blocking_exit();
+	if (r != 1)
+		abort();
+	weft_wg_done(&wg_all);
+}
+
+static void sunblocker(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&sblocked))
+		weft_yield();
+	if (syscall(SYS_write, spfd[1], "x", 1) != 1) /* runs only on a lent P */
+		abort();
+	weft_wg_done(&wg_all);
+}
+
+static int sysmon_sleep_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	if (syscall(SYS_pipe2, spfd, 0))
+		return 20;
+	for (int i = 0; i < SYSMON_ROUNDS; i++) {
+		weft_sleep((i % 4 + 1) * 1000000); /* every P idle: sysmon sleeps */
+		atomic_store(&sblocked, 0);
+		weft_wg_add(&wg_all, 2);
+		weft_go(sblocker, NULL);
+		weft_go(sunblocker, NULL);
+		weft_wg_wait(&wg_all);
+	}
+	return 0;
+}
+
+static int sysmon_sleep_child(void)
+{
+	return weft_main(sysmon_sleep_body, 0, NULL);
+}
+
+Test(sched, sysmon_wakes_for_acquired_p, .timeout = 60)
+{
+	struct child c;
+	run_child(&c, env_procs1, sysmon_sleep_child, 40);
+	cr_assert(WIFEXITED(c.status), "status %d (hung?), stderr: %s", c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "exit %d, stderr: %s", WEXITSTATUS(c.status), c.err);
+}
+
 /* ---- a CPU hog cannot starve the Gs behind it ---------------------------------- */
 
 static _Atomic int hog_stop, other_ran_during_hog;
