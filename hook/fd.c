@@ -197,7 +197,7 @@ static long connect_wait(struct io *io, const struct sockaddr *addr, socklen_t a
 	int fd = io->fd;
 	io_snap(io, false);
 	long r = connect_nb(fd, addr, alen);
-	if (r == -EAGAIN)
+	if (r == -EAGAIN && !io_nonblock(io))
 		r = connect_backoff(io, addr, alen);
 	while (r == -EINPROGRESS || r == -EALREADY) {
 		long w = io_wait(io);
@@ -324,15 +324,31 @@ HOOK int dup3(int oldfd, int newfd, int flags)
 /* The program set or cleared O_NONBLOCK on fd's file (F_SETFL, FIONBIO).
  * Non-blocking: its calls pass from now on.  Blocking again: worked out
  * afresh at next use (pd_init: pollable? kind?).  Lost a race with a
- * close: fine, the next file starts afresh anyway. */
+ * close: fine, the next file starts afresh anyway.  Either way every
+ * other fd's hint is stale (hook.c io_begin asks the kernel again). */
 static void setmode(int fd, bool nb)
 {
-	struct pd *d = rt_started() ? pd_lookup(fd) : NULL;
-	uint32_t f = fdflags(d);
-	if (!(f & PD_KNOWN) || !(f & PD_USERNB) == !nb)
+	if (!rt_started())
 		return;
-	uint32_t want = nb ? f | PD_USERNB : f & (PD_REG | PD_NOPOLL | PD_NODRAIN);
-	atomic_compare_exchange_strong(&d->flags, &f, want);
+	/* every other fd on the same open file (a dup) changed with it:
+	 * their hints are stale from now on (netpoll.h pd_nbgen) */
+	uint32_t gen = atomic_fetch_add_explicit(&pd_nbgen, 1, memory_order_acq_rel) + 1;
+	struct pd *d = pd_lookup(fd);
+	uint32_t f = fdflags(d);
+	if (!(f & PD_KNOWN))
+		return;
+	if (nb) {
+		lock(&d->lock);
+		f = fdflags(d);
+		if (f & PD_KNOWN) {
+			atomic_store_explicit(&d->nbgen, gen, memory_order_relaxed);
+			atomic_store_explicit(&d->flags, f | PD_USERNB, memory_order_release);
+		}
+		unlock(&d->lock);
+		return;
+	}
+	if (f & PD_USERNB)
+		atomic_compare_exchange_strong(&d->flags, &f, f & (PD_REG | PD_NOPOLL | PD_NODRAIN));
 }
 
 static int do_fcntl(int fd, int cmd, long arg, int (*real)(int, int, ...))

@@ -6,6 +6,7 @@
 #include "hook.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdint.h>
@@ -97,6 +98,64 @@ uint32_t newfd_flags(bool usernb, uint32_t kind)
 
 /* ---- deciding ------------------------------------------------------------- */
 
+/* The program's O_NONBLOCK is the open file's (F_GETFL): shared by every
+ * fd dup'ed from it and changed through any of them (fuzzer finding 1),
+ * by another process sharing the file, or by a raw system call.  weft
+ * never changes it, so the kernel's answer is the truth; PD_USERNB is
+ * only a hint per fd number (netpoll.h pd_nbgen) that spares the
+ * question on the fast path: a file the hint calls non-blocking has its
+ * calls passed to libc while no F_SETFL/FIONBIO has been made since, and
+ * a file it calls blocking is asked again only when a try would block
+ * (io_nonblock), where a G would park. */
+
+/* d (fd) was non-blocking at generation gen: a hint for the calls to
+ * come, unless the file changed (close, dup2 onto fd) since seq. */
+static void nb_note(struct pd *d, uint32_t seq, uint32_t gen)
+{
+	lock(&d->lock);
+	uint32_t f = atomic_load_explicit(&d->flags, memory_order_relaxed);
+	if (atomic_load_explicit(&d->seq, memory_order_relaxed) == seq && (f & PD_KNOWN) &&
+	    !(f & PD_CLOSING)) {
+		atomic_store_explicit(&d->nbgen, gen, memory_order_relaxed);
+		atomic_store_explicit(&d->flags, f | PD_USERNB, memory_order_release);
+	}
+	unlock(&d->lock);
+}
+
+/* f has PD_USERNB: is fd still non-blocking?  From the hint while it is
+ * current, else from the kernel; a file made blocking meanwhile is
+ * worked out afresh (pd_init). */
+static bool nb_still(struct pd *d, int fd, uint32_t f)
+{
+	/* the generation before the question: a change made meanwhile
+	 * leaves what is recorded stale, and so asked again next time */
+	uint32_t gen = atomic_load_explicit(&pd_nbgen, memory_order_acquire);
+	if (atomic_load_explicit(&d->nbgen, memory_order_relaxed) == gen)
+		return true;
+	long fl = sys3(SYS_fcntl, fd, F_GETFL, 0);
+	if (fl < 0)
+		return true; /* let the real call report it */
+	if (fl & O_NONBLOCK) {
+		nb_note(d, atomic_load_explicit(&d->seq, memory_order_acquire), gen);
+		return true;
+	}
+	/* blocking now: pollable? kind? (lost a race with a close: the
+	 * next file starts afresh anyway) */
+	uint32_t want = f & (PD_REG | PD_NOPOLL | PD_NODRAIN);
+	atomic_compare_exchange_strong(&d->flags, &f, want);
+	return false;
+}
+
+bool io_nonblock(struct io *io)
+{
+	uint32_t gen = atomic_load_explicit(&pd_nbgen, memory_order_acquire);
+	long fl = sys3(SYS_fcntl, io->fd, F_GETFL, 0);
+	if (fl < 0 || !(fl & O_NONBLOCK))
+		return false; /* (a bad fd: the next call says EBADF) */
+	nb_note(io->r.d, io->r.seq, gen);
+	return true;
+}
+
 int io_begin(struct io *io, int fd, unsigned dir)
 {
 	if (fd < 0 || !rt_started())
@@ -107,21 +166,27 @@ int io_begin(struct io *io, int fd, unsigned dir)
 	if (!d)
 		return IO_SYSCALL;
 	uint32_t f = atomic_load_explicit(&d->flags, memory_order_acquire);
+	if (unlikely(f & PD_USERNB) && !(f & PD_CLOSING)) {
+		if (nb_still(d, fd, f))
+			return IO_PASS;
+		f = atomic_load_explicit(&d->flags, memory_order_acquire);
+	}
 	if (unlikely(!(f & PD_KNOWN))) {
 		if (pd_init(d, fd) < 0)
 			return IO_PASS; /* let the real call report it */
 		f = atomic_load_explicit(&d->flags, memory_order_acquire);
+		if (f & PD_USERNB)
+			return IO_PASS;
 	}
 	if (f & PD_CLOSING)
 		return IO_BADF;
-	if (f & PD_USERNB)
-		return IO_PASS;
 	if (f & PD_SYSCALL)
 		return IO_SYSCALL;
 	io->fd = fd;
 	io->mode = IO_POLL;
-	io->kind = f & (PD_SOCK | PD_NOWAIT);
+	io->kind = f & (PD_SOCK | PD_NOWAIT | PD_WPOLL);
 	io->deadline = INT64_MIN;
+	io->expired = false;
 	io->r.d = d;
 	io->r.seq = atomic_load_explicit(&d->seq, memory_order_acquire);
 	io->r.mask = dir;
@@ -237,11 +302,48 @@ static bool zerolen(const struct sc *s)
 	return false;
 }
 
+/* A call only a socket answers (recv, send, accept...).  On any other
+ * file the kernel refuses it at once (ENOTSOCK), while weft's readiness
+ * check would wait for data first (fuzzer finding 10: recvmsg on an
+ * empty eventfd parked forever). */
+static bool sockcall(const struct sc *s)
+{
+	switch (s->nr) {
+	case SYS_recvfrom:
+	case SYS_sendto:
+	case SYS_recvmsg:
+	case SYS_sendmsg:
+	case SYS_recvmmsg:
+	case SYS_sendmmsg:
+	case SYS_accept4:
+		return true;
+	}
+	return false;
+}
+
+/* A read on a socket whose try said EAGAIN after a hangup was seen
+ * (PD_NODRAIN).  A datagram socket shut for reading answers a blocking
+ * read with 0 (its wait sees the shutdown) but a non-blocking one with
+ * EAGAIN (fuzzer finding 4), and no further event comes: once poll says
+ * POLLRDHUP, make the blocking call itself, which cannot wait for
+ * anything more (a stream socket in that state answers 0 to both). */
+static long try_hup(struct io *io, const struct sc *s)
+{
+	struct pollfd p = { io->fd, POLLRDHUP, 0 };
+	if (sys3(SYS_poll, &p, 1, 0) != 1 || !(p.revents & POLLRDHUP))
+		return -EAGAIN;
+	blk_enter();
+	long r = sc_do(s);
+	blk_exit();
+	return r;
+}
+
 long io_try(struct io *io, const struct sc *s)
 {
 	bool done = false;
 	long r = 0;
-	if (zerolen(s)) { /* under entersyscall all the same */
+	if (zerolen(s) || (!(io->kind & PD_SOCK) && sockcall(s))) {
+		/* the call itself, under entersyscall all the same */
 		blk_enter();
 		r = sc_do(s);
 		blk_exit();
@@ -249,14 +351,23 @@ long io_try(struct io *io, const struct sc *s)
 	}
 	if (io->kind & PD_SOCK) {
 		r = try_sock(s, &done);
-	} else if (io->kind & PD_NOWAIT) {
+		if (done && r == -EAGAIN && io->r.mask == PD_READ &&
+		    (atomic_load_explicit(&io->r.d->flags, memory_order_acquire) & PD_NODRAIN))
+			r = try_hup(io, s);
+	} else if ((io->kind & PD_NOWAIT) && !(io->r.mask == PD_WRITE && (io->kind & PD_WPOLL))) {
 		r = try_nowait(s, &done);
 		if (done && r == -EOPNOTSUPP) {
 			/* the kernel does not honour RWF_NOWAIT for this file
-			 * (named FIFO, tty, inotify, eventfd writes...): poll
-			 * first from now on */
-			atomic_fetch_and(&io->r.d->flags, ~(uint32_t)PD_NOWAIT);
-			io->kind = 0;
+			 * (named FIFO, tty, inotify) or for its writes only
+			 * (eventfd): poll first from now on, in that direction
+			 * only (an eventfd's reads keep asking the file, which
+			 * refuses a short read at once: fuzzer finding 11) */
+			uint32_t drop = io->r.mask == PD_WRITE ? PD_WPOLL : 0;
+			if (drop)
+				atomic_fetch_or(&io->r.d->flags, drop);
+			else
+				atomic_fetch_and(&io->r.d->flags, ~(uint32_t)PD_NOWAIT);
+			io->kind = drop ? io->kind | drop : 0;
 			done = false;
 		}
 	}
@@ -307,6 +418,11 @@ static int64_t io_deadline(struct io *io)
 
 long io_wait(struct io *io)
 {
+	/* a would-block try on a file the program made non-blocking
+	 * (perhaps through a dup, or another process): its answer is
+	 * EAGAIN, now */
+	if (io_nonblock(io))
+		return -EAGAIN;
 	int64_t deadline = io_deadline(io);
 	long r = pd_register(io->r.d, io->fd);
 	if (r < 0)
@@ -318,7 +434,11 @@ long io_wait(struct io *io)
 	intr_disarm(gp);
 	if (r == -EINTR) /* a socket timeout makes it never restarted (signal(7)) */
 		return hook_eintr(deadline < 0); /* 0: the caller retries its call */
-	return r == -ETIMEDOUT ? -EAGAIN : r;
+	if (r == -ETIMEDOUT) {
+		io->expired = true;
+		return -EAGAIN;
+	}
+	return r;
 }
 
 /* ---- drivers ---------------------------------------------------------------- */

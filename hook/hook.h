@@ -124,8 +124,9 @@ enum {
 struct io {
 	int fd;
 	int mode;           /* IO_POLL once io_begin says so */
-	uint32_t kind;      /* PD_SOCK, PD_NOWAIT or 0 (poll first): how to try */
+	uint32_t kind;      /* PD_SOCK, PD_NOWAIT (PD_WPOLL) or 0 (poll first): how to try */
 	int64_t deadline;   /* absolute, -1 none; INT64_MIN until the first wait */
+	bool expired;       /* the last io_wait ended at the deadline */
 	struct pollreq r;   /* r.mask is the direction */
 };
 
@@ -137,9 +138,14 @@ int io_begin(struct io *io, int fd, unsigned dir) HIDDEN;
 bool io_snap(struct io *io, bool drains) HIDDEN;
 /* After a read try that may drain: remember whether it left it empty. */
 void io_drained(struct io *io, long r, size_t want) HIDDEN;
-/* Wait until the fd may be ready.  0, -EAGAIN (deadline: SO_RCVTIMEO /
- * SO_SNDTIMEO or io->deadline), -EBADF (closed). */
+/* Wait until the fd may be ready.  0, -EAGAIN (the program made the
+ * file non-blocking, or the deadline passed: SO_RCVTIMEO / SO_SNDTIMEO
+ * or io->deadline, then io->expired), -EBADF (closed). */
 long io_wait(struct io *io) HIDDEN;
+/* After a try that would block: has the program made the file
+ * non-blocking (F_GETFL, the file's own flag, maybe set through a dup)?
+ * Remembers the answer as a hint for the calls to come (hook.c). */
+bool io_nonblock(struct io *io) HIDDEN;
 
 /* A system call with its arguments, retried by the drivers below. */
 struct sc {

@@ -56,6 +56,33 @@ static size_t iovlen(const struct iovec *iov, int cnt)
 	return n;
 }
 
+/* TCP (PD_DRAINOK on a socket: a short read empties it). */
+static bool is_tcp(const struct io *io)
+{
+	uint32_t f = atomic_load_explicit(&io->r.d->flags, memory_order_relaxed);
+	return (f & (PD_SOCK | PD_DRAINOK)) == (PD_SOCK | PD_DRAINOK);
+}
+
+/* A blocking receive of 0 bytes on TCP waits for data (or SO_RCVTIMEO)
+ * and then returns 0 without taking any, even at the timeout: for
+ * tcp_recvmsg the one pass of its loop is done (fuzzer finding 7).  Its
+ * non-blocking try says EAGAIN.  (A unix stream socket says EAGAIN at
+ * the timeout: the ordinary drivers.) */
+static long tcp_recv0(struct io *io, const struct sc *s)
+{
+	for (;;) {
+		io_snap(io, false);
+		long r = io_try(io, s);
+		if (r != -EAGAIN)
+			return r;
+		r = io_wait(io);
+		if (r == -EAGAIN && io->expired)
+			return 0;
+		if (r < 0)
+			return r;
+	}
+}
+
 /* ---- reading ------------------------------------------------------------ */
 
 static ssize_t do_read(int fd, void *buf, size_t n)
@@ -96,12 +123,17 @@ static ssize_t do_recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
 	else
 		IO_SIMPLE(mode, REAL(recv)(fd, buf, n, flags));
 	struct sc s = SC(SYS_recvfrom, fd, (long)buf, (long)n, flags, (long)addr, (long)alen);
+	if (n == 0 && is_tcp(&io))
+		return sysret(tcp_recv0(&io, &s));
 	/* MSG_PEEK never consumes: one peek that finds data is the answer
 	 * (filling the buffer from repeated peeks would copy the same bytes
 	 * again) */
 	if ((flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL && is_stream(fd))
 		return sysret(io_all(&io, &s, n));
-	return sysret(io_once(&io, &s, n, flags == 0));
+	/* a plain recv drains like a read - on a socket: on any other file
+	 * it fails at once (ENOTSOCK) and must not wait first because a
+	 * read left it empty (fuzzer finding 12) */
+	return sysret(io_once(&io, &s, n, flags == 0 && (io.kind & PD_SOCK)));
 }
 
 HOOK ssize_t recv(int fd, void *buf, size_t n, int flags)
@@ -134,6 +166,10 @@ HOOK ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	struct io io;
 	IO_SIMPLE(io_begin_flags(&io, fd, PD_READ, flags), REAL(recvmsg)(fd, msg, flags));
+	if (msg && iovlen(msg->msg_iov, (int)msg->msg_iovlen) == 0 && is_tcp(&io)) {
+		struct sc s = SC(SYS_recvmsg, fd, (long)msg, flags);
+		return sysret(tcp_recv0(&io, &s));
+	}
 	if ((flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL && is_stream(fd))
 		return sysret(io_allv(&io, SYS_recvmsg, msg, NULL, 0, flags));
 	struct sc s = SC(SYS_recvmsg, fd, (long)msg, flags);

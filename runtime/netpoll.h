@@ -45,13 +45,14 @@ enum {
 	PD_KNOWN = 1 << 0,   /* the fields below were worked out for this file */
 	PD_REG = 1 << 1,     /* registered with the epoll instance */
 	PD_SOCK = 1 << 2,    /* a socket: weft's tries are MSG_DONTWAIT calls */
-	PD_USERNB = 1 << 3,  /* the program set O_NONBLOCK: EAGAIN is its answer */
+	PD_USERNB = 1 << 3,  /* the file was O_NONBLOCK at generation nbgen (below) */
 	PD_SYSCALL = 1 << 4, /* I/O blocks the thread, under entersyscall */
 	PD_NOPOLL = 1 << 5,  /* epoll refuses it (regular file, directory) */
 	PD_DRAINOK = 1 << 6, /* TCP or pipe: a short read empties it */
 	PD_NODRAIN = 1 << 7, /* urgent data or hangup seen: no short-read shortcut */
 	PD_CLOSING = 1 << 8, /* close in progress */
 	PD_NOWAIT = 1 << 9,  /* not a socket: tries are preadv2/pwritev2(RWF_NOWAIT) */
+	PD_WPOLL = 1 << 10,  /* PD_NOWAIT, but writes poll first (eventfd: EOPNOTSUPP) */
 };
 /* A pollable file that is neither PD_SOCK nor PD_NOWAIT (the kernel
  * refuses RWF_NOWAIT for it: inotify, ttys, named FIFOs...) is tried by
@@ -65,10 +66,18 @@ struct pd {
 	_Atomic uint32_t rev;     /* read-side events seen */
 	_Atomic uint32_t wev;     /* write-side events seen */
 	_Atomic uint32_t rdrain;  /* rev + 1 when a read found it empty, else 0 */
+	_Atomic uint32_t nbgen;   /* pd_nbgen when PD_USERNB was last seen true */
 	_Atomic int64_t rtimeo;   /* SO_RCVTIMEO in ns, 0 none */
 	_Atomic int64_t wtimeo;   /* SO_SNDTIMEO in ns, 0 none */
 	struct waitq waiters;     /* parked Gs, FIFO; waiter.ticket = PD_READ|PD_WRITE wanted */
 } __attribute__((aligned(64)));
+
+/* O_NONBLOCK belongs to the open file, shared by every dup of it and
+ * changed through any of them; PD_USERNB is a hint per fd number, good
+ * while d->nbgen == pd_nbgen.  Every F_SETFL or FIONBIO the program makes
+ * bumps pd_nbgen (hook/fd.c), so a hint older than the last change is
+ * asked of the kernel (F_GETFL) again before it is used. */
+extern _Atomic uint32_t pd_nbgen;
 
 /* The descriptor of fd: pd_lookup never allocates (NULL if there is none
  * yet), pd_get makes its chunk.  NULL for a negative or huge fd. */

@@ -33,6 +33,8 @@
 
 static struct pd *_Atomic pdtab[NCHUNKS];
 
+_Atomic uint32_t pd_nbgen = 1; /* 0 is never current: a fresh descriptor's nbgen */
+
 struct pd *pd_lookup(int fd)
 {
 	if ((unsigned)fd >= (unsigned)NCHUNKS * CHUNK)
@@ -190,7 +192,7 @@ static void newfile_locked(struct pd *d, uint32_t flags, struct g **list)
 	atomic_store_explicit(&d->wtimeo, 0, memory_order_relaxed);
 }
 
-static void reset(int fd, uint32_t flags, int64_t rtimeo, int64_t wtimeo)
+static void reset(int fd, uint32_t flags, int64_t rtimeo, int64_t wtimeo, uint32_t nbgen)
 {
 	struct pd *d = pd_get(fd);
 	if (!d)
@@ -200,20 +202,22 @@ static void reset(int fd, uint32_t flags, int64_t rtimeo, int64_t wtimeo)
 	newfile_locked(d, flags, &list);
 	atomic_store_explicit(&d->rtimeo, rtimeo, memory_order_relaxed);
 	atomic_store_explicit(&d->wtimeo, wtimeo, memory_order_relaxed);
+	atomic_store_explicit(&d->nbgen, nbgen, memory_order_relaxed);
 	unlock(&d->lock);
 	readylist(list);
 }
 
 void pd_reset(int fd, uint32_t flags)
 {
-	reset(fd, flags, 0, 0);
+	/* a file just made: its O_NONBLOCK is the one it was made with */
+	reset(fd, flags, 0, 0, atomic_load_explicit(&pd_nbgen, memory_order_acquire));
 }
 
 /* What a duplicate shares with its original: the file and its modes;
  * not the epoll registration, which is per fd number. */
 #define PD_SHARED                                                                          \
-	(PD_KNOWN | PD_SOCK | PD_NOWAIT | PD_USERNB | PD_SYSCALL | PD_NOPOLL | PD_DRAINOK | \
-	 PD_NODRAIN)
+	(PD_KNOWN | PD_SOCK | PD_NOWAIT | PD_WPOLL | PD_USERNB | PD_SYSCALL | PD_NOPOLL |  \
+	 PD_DRAINOK | PD_NODRAIN)
 
 void pd_dup(int oldfd, int newfd)
 {
@@ -221,7 +225,8 @@ void pd_dup(int oldfd, int newfd)
 	uint32_t f = o ? pdflags(o) & PD_SHARED : 0;
 	int64_t rt = o ? atomic_load_explicit(&o->rtimeo, memory_order_relaxed) : 0;
 	int64_t wt = o ? atomic_load_explicit(&o->wtimeo, memory_order_relaxed) : 0;
-	reset(newfd, f, rt, wt);
+	uint32_t gen = o ? atomic_load_explicit(&o->nbgen, memory_order_relaxed) : 0;
+	reset(newfd, f, rt, wt, gen);
 }
 
 uint32_t pd_closing(int fd)
@@ -329,6 +334,9 @@ int pd_init(struct pd *d, int fd)
 		r = -EBADF;
 		goto out;
 	}
+	/* the generation before the question: a change made meanwhile
+	 * leaves the answer stale, and so asked again */
+	uint32_t gen = atomic_load_explicit(&pd_nbgen, memory_order_acquire);
 	long fl = sys3(SYS_fcntl, fd, F_GETFL, 0);
 	if (fl < 0) {
 		r = (int)fl;
@@ -338,6 +346,7 @@ int pd_init(struct pd *d, int fd)
 		/* the program's own non-blocking file: its calls pass
 		 * through; worked out again if it makes it blocking */
 		f |= PD_KNOWN | PD_USERNB;
+		atomic_store_explicit(&d->nbgen, gen, memory_order_relaxed);
 	} else {
 		r = register_locked(d, fd);
 		f = pdflags(d);

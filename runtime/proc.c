@@ -343,9 +343,13 @@ struct g *globrunqget(struct p *pp, int32_t max)
 
 static void retire_spare_locked(void);
 
-/* The spare list; sched.lock held.  sched.nspares counts spares in use. */
+/* The spare list; sched.lock held.  sched.nspares counts spares in use.
+ * A spare put back keeps no timers: they go to P 0, a live P (a G that
+ * slept on the spare is woken by a P an M holds, not by whoever happens
+ * to scan idle Ps). */
 void sparefree_put(struct p *pp)
 {
+	movetimers(pp, allp[0]);
 	pp->link = sched.sparefree;
 	sched.sparefree = pp;
 	atomic_fetch_sub(&sched.nspares, 1);
@@ -412,10 +416,15 @@ static void acquirep(struct m *m, struct p *pp)
 	atomic_store_explicit(&m->p, pp, memory_order_relaxed); /* see struct m */
 	/* relaxed atomic: sysmon reads it from its own thread (inkernel) */
 	__atomic_store_n(&pp->m, m, __ATOMIC_RELAXED);
-	/* release: everything the previous owner did is published through
-	 * sched.lock or the note that handed us the P */
-	atomic_store_explicit(&pp->state, PSTATE(m->id, P_RUNNING), memory_order_release);
-	if (atomic_load_explicit(&sched.sysmonwait, memory_order_relaxed))
+	/* seq_cst, then the seq_cst load of sysmonwait: a Dekker pair with
+	 * sysmon, which stores sysmonwait and then reads every P's state
+	 * (allpidle) before it sleeps, so that either it sees this P
+	 * running or we see it waiting.  (Release and a relaxed load let
+	 * sysmon read "all idle", set sysmonwait after our load, and sleep
+	 * for good while this P ran: no P was then lent around an M that
+	 * blocked, and a blocked M waiting for a G queued behind it hung.) */
+	atomic_store(&pp->state, PSTATE(m->id, P_RUNNING));
+	if (atomic_load(&sched.sysmonwait))
 		sysmon_wake();
 }
 
@@ -565,7 +574,7 @@ bool allpidle(void)
 {
 	int32_t n = atomic_load(&nallp);
 	for (int32_t i = 0; i < n; i++)
-		if (PSTATUS(atomic_load_explicit(&allp[i]->state, memory_order_relaxed)) != P_IDLE)
+		if (PSTATUS(atomic_load(&allp[i]->state)) != P_IDLE) /* seq_cst: see acquirep */
 			return false;
 	return true;
 }
@@ -695,10 +704,20 @@ static void gentry(void);
 static struct lock stackwaitlock;
 static struct g *stackwaitq;     /* linked by schedlink; stackwaitlock */
 static _Atomic int32_t nstackwait; /* its length, read unlocked by stackfree */
+/* Stacks freed so far.  A Dekker pair with nstackwait (seq_cst all):
+ * stackwait_wake counts a free, then reads nstackwait; gstart counts its
+ * G in nstackwait, then reads this.  So a stack freed between gstart's
+ * failed stackalloc and its queueing is seen by one of the two (it was
+ * lost: the G waited for good, and a sender waiting for it hung, 1 run
+ * in 4 of faults/stack_mapping_fails_enomem on a loaded machine). */
+static _Atomic uint64_t nstackfreed;
+
+static void stackwait_run(void);
 
 /* Returns false if gp has no stack yet (it is put to wait). */
 static __attribute__((noinline)) bool gstart(struct m *m, struct g *gp)
 {
+	uint64_t freed = atomic_load(&nstackfreed);
 	if (!gp->stack.lo && stackalloc(m->p, &gp->stack, gp->stackwant) != 0) {
 		static _Atomic int warned;
 		if (!atomic_exchange(&warned, 1))
@@ -710,6 +729,8 @@ static __attribute__((noinline)) bool gstart(struct m *m, struct g *gp)
 		stackwaitq = gp;
 		atomic_fetch_add(&nstackwait, 1);
 		unlock(&stackwaitlock);
+		if (atomic_load(&nstackfreed) != freed)
+			stackwait_run(); /* one was freed meanwhile: try again */
 		return false;
 	}
 	/* a G with TLS of its own keeps the top of its stack for the block
@@ -723,8 +744,16 @@ static __attribute__((noinline)) bool gstart(struct m *m, struct g *gp)
  * (those that still find none wait again). */
 void stackwait_wake(void)
 {
-	if (likely(atomic_load_explicit(&nstackwait, memory_order_relaxed) == 0))
+	atomic_fetch_add(&nstackfreed, 1);
+	if (likely(atomic_load(&nstackwait) == 0))
 		return;
+	stackwait_run();
+}
+
+/* The waiting Gs to the global queue (not counted as a free: two Gs that
+ * find no stack must not wake each other for ever). */
+static void stackwait_run(void)
+{
 	lock(&stackwaitlock);
 	struct g *list = stackwaitq;
 	stackwaitq = NULL;
@@ -1581,8 +1610,8 @@ static struct g *stealwork(struct m *m, int64_t now)
 	return NULL;
 }
 
-/* Fire the due timers of Ps that no M holds - idle ones, and retired
- * spares - from here; their Gs come to our P.  stealwork does this only
+/* Fire the due timers of Ps that no M holds (idle ones; a retired P has
+ * none, timer.c movetimers) from here; their Gs come to our P.  stealwork does this only
  * for a spinning M, and the spinning rule can forbid every M to spin
  * while such a timer waits: with spares on the idle list, npidle can
  * reach gomaxprocs while we hold a P (a fork child keeps running on the
@@ -1633,9 +1662,12 @@ top:;
 		bool retire = pp->retired;
 		if (!retire && n > 0 && atomic_compare_exchange_strong(&sched.nretire, &n, n - 1))
 			retire = true;
+		int64_t moved = 0;
 		if (retire) {
 			while ((gp = runqget(pp, NULL)))
 				globrunqput_locked(gp);
+			/* and its timers to a live P (timer.c) */
+			moved = movetimers(pp, allp[0]);
 			releasep(m);
 			if (pp->spare)
 				sparefree_put(pp);
@@ -1648,6 +1680,8 @@ top:;
 			}
 			if (atomic_load(&sched.runqsize) > 0)
 				wakep();
+			if (moved) /* we would have fired them: now P 0's must */
+				wakenetpoller(moved);
 			stopm(m);
 			goto top;
 		}
@@ -1872,10 +1906,12 @@ int weft_maxprocs(int n)
 		atomic_store(&nallp, id + 1);
 		pidleput(allp[id]);
 	}
-	/* drop retired Ps from the idle list */
+	/* drop retired Ps from the idle list, their timers to P 0 (idle
+	 * Ps' timers: the netpoller sleeps until them already) */
 	struct p **pl = &sched.pidle;
 	while (*pl) {
 		if ((*pl)->retired) {
+			movetimers(*pl, allp[0]);
 			*pl = (*pl)->link;
 			atomic_fetch_sub(&sched.npidle, 1);
 		} else {

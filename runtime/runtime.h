@@ -506,6 +506,11 @@ struct timer {
 void addtimer(struct timer *t);          /* on the current P (or P 0) */
 bool deltimer(struct timer *t);          /* true if it was queued (had not fired) */
 int64_t checktimers(struct p *pp, int64_t now); /* run due timers; returns next when or 0 */
+/* Every timer of pp onto to's heap (pp retires; to is P 0, which never
+ * does).  Returns to's earliest when, 0 if nothing moved.  Whoever sleeps
+ * until the earliest timer read it over every P, pp included, so only a
+ * caller that owned pp and now stops (findrunnable) must wakenetpoller. */
+int64_t movetimers(struct p *pp, struct p *to);
 int64_t earliest_timer(void);            /* min over all Ps, 0 if none */
 void wakenetpoller(int64_t when);
 

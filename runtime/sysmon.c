@@ -136,14 +136,9 @@ static int retake(int64_t now, int *watch)
 	for (int32_t i = 0; i < nps; i++) {
 		struct p *pp = allp[i];
 		if (PSTATUS(atomic_load(&pp->state)) != P_RUNNING) {
+			/* (a retired P keeps no timers: proc.c hands them
+			 * to P 0; an idle P's are the netpoller's) */
 			pp->sm_when = 0;
-			/* a spare retired with a G's timer on it (the G slept
-			 * on it, then the spare went away): nobody owns it */
-			int64_t t0 = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
-			if (pp->spare && t0 && now - t0 > TIMER_LATE_NS) {
-				checktimers(pp, now);
-				n++;
-			}
 			continue;
 		}
 		/* timers the owner is not getting to (it runs one G without a
@@ -302,9 +297,13 @@ static void *sysmon(void *arg)
 		 * trace line is due) */
 		if (allpidle()) {
 			lock(&sched.lock);
+			noteclear(&sched.sysmonnote);
+			/* say we wait, then look (seq_cst both, as acquirep
+			 * stores a P's state and then reads sysmonwait): a P
+			 * acquired meanwhile is seen here, or sees us waiting
+			 * and wakes us (acquirep does not take sched.lock) */
+			atomic_store(&sched.sysmonwait, 1);
 			if (allpidle()) {
-				noteclear(&sched.sysmonnote);
-				atomic_store(&sched.sysmonwait, 1);
 				unlock(&sched.lock);
 				int64_t t = weftenv.schedtrace_ms ? weftenv.schedtrace_ms * 1000000 : -1;
 				if (scavenge_pending && (t < 0 || t > SCAVENGE_NS))
@@ -317,6 +316,7 @@ static void *sysmon(void *arg)
 				now = nanotime();
 				atomic_store_explicit(&coarsenow, now, memory_order_relaxed);
 			} else {
+				atomic_store(&sched.sysmonwait, 0);
 				unlock(&sched.lock);
 			}
 		}

@@ -8,7 +8,9 @@
  *
  * t->pp is the heap a timer is on (NULL when not queued); it changes only
  * under that heap's timerslock.  p->timer0when mirrors the heap's minimum
- * for lock-free peeks.
+ * for lock-free peeks.  A P that retires (a spare given back, a P beyond
+ * weft_maxprocs) hands its timers to P 0 (movetimers), so every queued
+ * timer is on a P that an M holds or will hold again.
  */
 #define _GNU_SOURCE
 #include <string.h>
@@ -76,6 +78,24 @@ static void heapdel(struct p *pp, int32_t i)
 	update0(pp);
 }
 
+/* Make room for n more timers in pp's heap; pp->timerslock held. */
+static void growheap(struct p *pp, int32_t n)
+{
+	if (pp->ntimers + n <= pp->captimers)
+		return;
+	int32_t ncap = pp->captimers ? pp->captimers : 64;
+	while (ncap < pp->ntimers + n)
+		ncap *= 2;
+	struct timer **h = rtalloc(ncap * sizeof *h);
+	if (!h)
+		fatal("out of memory growing the timer heap");
+	if (pp->ntimers)
+		memcpy(h, pp->timers, pp->ntimers * sizeof *h);
+	rtfree(pp->timers);
+	pp->timers = h;
+	pp->captimers = ncap;
+}
+
 void addtimer(struct timer *t)
 {
 	struct m *m = getm();
@@ -83,17 +103,7 @@ void addtimer(struct timer *t)
 	if (!pp)
 		fatal("addtimer without a P");
 	lock(&pp->timerslock);
-	if (pp->ntimers == pp->captimers) {
-		int32_t ncap = pp->captimers ? pp->captimers * 2 : 64;
-		struct timer **n = rtalloc(ncap * sizeof *n);
-		if (!n)
-			fatal("out of memory growing the timer heap");
-		if (pp->ntimers)
-			memcpy(n, pp->timers, pp->ntimers * sizeof *n);
-		rtfree(pp->timers);
-		pp->timers = n;
-		pp->captimers = ncap;
-	}
+	growheap(pp, 1);
 	pp->timers[pp->ntimers] = t;
 	atomic_store_explicit(TPP(t), pp, memory_order_relaxed);
 	siftup(pp->timers, pp->ntimers++);
@@ -105,6 +115,37 @@ void addtimer(struct timer *t)
 	unlock(&pp->timerslock);
 	if (first)
 		wakenetpoller(when);
+}
+
+int64_t movetimers(struct p *pp, struct p *to)
+{
+	if (pp == to)
+		return 0;
+	lock(&pp->timerslock);
+	int32_t n = pp->ntimers;
+	if (n == 0) {
+		unlock(&pp->timerslock);
+		return 0;
+	}
+	/* Lock order: a retiring P's, then the live P's (to never retires
+	 * while it receives).  A timer is on one heap or the other at every
+	 * moment, with t->pp naming it under both locks, so deltimer and
+	 * checktimers, which lock the heap t->pp names, see it exactly once. */
+	lock(&to->timerslock);
+	growheap(to, n);
+	for (int32_t i = 0; i < n; i++) {
+		struct timer *t = pp->timers[i];
+		to->timers[to->ntimers] = t;
+		atomic_store_explicit(TPP(t), to, memory_order_release);
+		siftup(to->timers, to->ntimers++);
+	}
+	pp->ntimers = 0;
+	update0(pp);
+	update0(to);
+	int64_t t0 = to->timers[0]->when;
+	unlock(&to->timerslock);
+	unlock(&pp->timerslock);
+	return t0;
 }
 
 bool deltimer(struct timer *t)

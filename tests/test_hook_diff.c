@@ -9,6 +9,8 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
 
@@ -56,21 +58,22 @@ G_TEST(hook_diff, zero_length_read_after_short_read_tcp, 10)
 	return 0;
 }
 
-/* Known findings, open: the hooks' non-blocking handling is being
- * rewritten (per-call MSG_DONTWAIT, the kernel's O_NONBLOCK left as the
- * program set it), which should make these pass; until then each is
- * skipped unless WEFT_KNOWN_FINDINGS=1 (docs/reliability.md). */
-#define KNOWN_TEST(name, why)                                                              \
-	G_TEST_UNLESS(hook_diff, name, env_procs1, 10, !getenv("WEFT_KNOWN_FINDINGS"), why)
 /* A finding the hooks no longer show: its regression test always runs. */
 #define FIXED_TEST(name) G_TEST(hook_diff, name, 10)
 
 /* Finding 1: O_NONBLOCK is a property of the open file, shared by every
- * fd dup'ed from it.  Under weft the program's view is kept per fd
- * number, so after fcntl(dup, F_SETFL, O_NONBLOCK) the original fd still
- * reads as blocking (F_GETFL) and a read on it parks instead of failing
- * with EAGAIN. */
-KNOWN_TEST(nonblock_shared_by_dup, "known finding 1: O_NONBLOCK kept per fd number")
+ * fd dup'ed from it.  Under weft the program's view was kept per fd
+ * number, so after fcntl(dup, F_SETFL, O_NONBLOCK) a read on the original
+ * fd parked instead of failing with EAGAIN.  Now the kernel's F_GETFL is
+ * asked when a try would block, and a hint per fd number is asked again
+ * after any F_SETFL: both directions, through either fd. */
+static void write_after(void *arg)
+{
+	weft_sleep(5 * 1000000);
+	CHECK(write(*(int *)arg, "y", 1) == 1);
+}
+
+FIXED_TEST(nonblock_shared_by_dup)
 {
 	(void)argc, (void)argv;
 	int sv[2];
@@ -78,15 +81,52 @@ KNOWN_TEST(nonblock_shared_by_dup, "known finding 1: O_NONBLOCK kept per fd numb
 	int d = dup(sv[0]);
 	CHECK(d >= 0);
 	int fl = fcntl(d, F_GETFL);
+	char c;
+	/* the original learnt as blocking first (a park), then the dup made
+	 * non-blocking: the original's read says EAGAIN */
+	weft_go(write_after, &sv[1]);
+	CHECK(read(sv[0], &c, 1) == 1 && c == 'y');
 	CHECK(fcntl(d, F_SETFL, fl | O_NONBLOCK) == 0);
 	CHECK(fcntl(sv[0], F_GETFL) & O_NONBLOCK);
-	char c;
 	CHECK(read(sv[0], &c, 1) == -1 && err() == EAGAIN);
+	CHECK(recv(sv[0], &c, 1, 0) == -1 && err() == EAGAIN);
+	CHECK(read(d, &c, 1) == -1 && err() == EAGAIN);
+	/* blocking again through the original: a read on the dup (whose
+	 * hint said non-blocking) parks until the write */
 	CHECK(fcntl(sv[0], F_SETFL, fl & ~O_NONBLOCK) == 0);
 	CHECK(!(fcntl(d, F_GETFL) & O_NONBLOCK));
+	weft_go(write_after, &sv[1]);
+	CHECK(read(d, &c, 1) == 1 && c == 'y');
+	/* and through FIONBIO on the dup */
+	int on = 1;
+	CHECK(ioctl(d, FIONBIO, &on) == 0);
+	CHECK(read(sv[0], &c, 1) == -1 && err() == EAGAIN);
+	on = 0;
+	CHECK(ioctl(d, FIONBIO, &on) == 0);
+	weft_go(write_after, &sv[1]);
+	CHECK(read(sv[0], &c, 1) == 1 && c == 'y');
 	close(d);
 	close(sv[0]);
 	close(sv[1]);
+	return 0;
+}
+
+/* The same when the file is made non-blocking where weft cannot see it
+ * (a raw system call; another process sharing the file does the same):
+ * a read that would block asks the kernel and says EAGAIN. */
+FIXED_TEST(nonblock_set_behind_weft)
+{
+	(void)argc, (void)argv;
+	int p[2];
+	CHECK(pipe(p) == 0);
+	char c;
+	weft_go(write_after, &p[1]);
+	CHECK(read(p[0], &c, 1) == 1); /* learnt as blocking */
+	long fl = syscall(SYS_fcntl, p[0], F_GETFL);
+	CHECK(syscall(SYS_fcntl, p[0], F_SETFL, fl | O_NONBLOCK) == 0);
+	CHECK(read(p[0], &c, 1) == -1 && err() == EAGAIN);
+	close(p[0]);
+	close(p[1]);
 	return 0;
 }
 
@@ -157,7 +197,7 @@ FIXED_TEST(zero_length_read_write_asks_the_file)
  * socket returns 0 (the kernel's blocking wait sees the shutdown), but a
  * non-blocking try keeps answering EAGAIN, so a G, which only ever tries
  * non-blocking and parks, waits forever. */
-KNOWN_TEST(dgram_read_after_shutdown_rd, "known finding 4: datagram read after SHUT_RD parks")
+FIXED_TEST(dgram_read_after_shutdown_rd)
 {
 	(void)argc, (void)argv;
 	int sv[2];
@@ -165,6 +205,30 @@ KNOWN_TEST(dgram_read_after_shutdown_rd, "known finding 4: datagram read after S
 	CHECK(shutdown(sv[0], SHUT_RD) == 0);
 	char buf[16];
 	CHECK(read(sv[0], buf, sizeof buf) == 0);
+	CHECK(recv(sv[0], buf, sizeof buf, 0) == 0);
+	struct iovec iov = { buf, sizeof buf };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	CHECK(recvmsg(sv[0], &mh, 0) == 0);
+	CHECK(readv(sv[0], &iov, 1) == 0);
+	close(sv[0]);
+	close(sv[1]);
+	return 0;
+}
+
+/* The same when the G parked before the shutdown (made by another G). */
+static void shut_rd_later(void *arg)
+{
+	weft_sleep(5 * 1000000);
+	CHECK(shutdown(*(int *)arg, SHUT_RD) == 0);
+}
+
+FIXED_TEST(dgram_parked_read_sees_shutdown_rd)
+{
+	(void)argc, (void)argv;
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) == 0);
+	weft_go(shut_rd_later, &sv[0]);
+	char buf[16];
 	CHECK(recv(sv[0], buf, sizeof buf, 0) == 0);
 	close(sv[0]);
 	close(sv[1]);
@@ -175,7 +239,7 @@ KNOWN_TEST(dgram_read_after_shutdown_rd, "known finding 4: datagram read after S
  * data, or SO_RCVTIMEO) and then returns 0 (tcp_recvmsg's loop ends
  * with nothing to copy); its non-blocking try says EAGAIN, so under weft
  * the call waits out the timeout and fails with EAGAIN. */
-KNOWN_TEST(tcp_zero_recv_with_timeout, "known finding 7: TCP recv of 0 bytes gives EAGAIN")
+FIXED_TEST(tcp_zero_recv_with_timeout)
 {
 	(void)argc, (void)argv;
 	int port = 0, l = tcp_listen(1, &port);
@@ -189,6 +253,23 @@ KNOWN_TEST(tcp_zero_recv_with_timeout, "known finding 7: TCP recv of 0 bytes giv
 	char b;
 	CHECK(recv(s, &b, 0, 0) == 0);
 	CHECK(recv(s, &b, 0, MSG_PEEK) == 0);
+	CHECK(recv(s, &b, 0, MSG_WAITALL) == 0);
+	struct iovec iov = { &b, 0 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	CHECK(recvmsg(s, &mh, 0) == 0);
+	/* what arrives while it waits is left for the next read */
+	weft_go(write_after, &c);
+	CHECK(recv(s, &b, 0, 0) == 0);
+	struct timeval none = { 0, 0 };
+	CHECK(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none) == 0);
+	CHECK(recv(s, &b, 1, 0) == 1 && b == 'y');
+	/* a unix stream socket says EAGAIN at the timeout, as natively */
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	CHECK(setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
+	CHECK(recv(sv[0], &b, 0, 0) == -1 && err() == EAGAIN);
+	close(sv[0]);
+	close(sv[1]);
 	close(s);
 	close(c);
 	close(l);
@@ -243,5 +324,66 @@ G_TEST(hook_diff, peek_waitall_returns_what_is_there, 10)
 	CHECK(read(sv[0], buf, sizeof buf) == 10); /* nothing was consumed */
 	close(sv[0]);
 	close(sv[1]);
+	return 0;
+}
+
+/* Finding 10: a socket call (recv, recvmsg, send...) on a file that is
+ * not a socket fails with ENOTSOCK at once; weft, which tries it by
+ * asking poll first on such a file, waited for data: recvmsg on an empty
+ * eventfd (or recv on an empty pipe) parked forever. */
+FIXED_TEST(socket_call_on_non_socket_enotsock)
+{
+	(void)argc, (void)argv;
+	int e = eventfd(0, EFD_CLOEXEC);
+	CHECK(e >= 0);
+	char b[8];
+	struct iovec iov = { b, 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	CHECK(recvmsg(e, &mh, 0) == -1 && err() == ENOTSOCK);
+	CHECK(recv(e, b, 1, 0) == -1 && err() == ENOTSOCK);
+	CHECK(recvfrom(e, b, 8, MSG_WAITALL, NULL, NULL) == -1 && err() == ENOTSOCK);
+	CHECK(read(e, b, 1) == -1 && err() == EINVAL);
+	int p[2];
+	CHECK(pipe(p) == 0);
+	CHECK(recv(p[0], b, 1, 0) == -1 && err() == ENOTSOCK);
+	/* finding 12: after a short read left the pipe empty, recv waited
+	 * for the next event before making the call */
+	CHECK(write(p[1], "abc", 3) == 3);
+	CHECK(read(p[0], b, 8) == 3);
+	CHECK(recv(p[0], b, 8, 0) == -1 && err() == ENOTSOCK);
+	CHECK(accept(p[0], NULL, NULL) == -1 && err() == ENOTSOCK);
+	CHECK(send(p[1], b, 1, 0) == -1 && err() == ENOTSOCK);
+	CHECK(sendmsg(p[1], &mh, 0) == -1 && err() == ENOTSOCK);
+	close(e);
+	close(p[0]);
+	close(p[1]);
+	return 0;
+}
+
+static void write_after_ev(void *arg)
+{
+	weft_sleep(5 * 1000000);
+	uint64_t two = 2;
+	CHECK(write(*(int *)arg, &two, 8) == 8);
+}
+
+/* Finding 11: an eventfd refuses RWF_NOWAIT for writes only (EOPNOTSUPP);
+ * weft then made every try on it ask poll first, reads too, so a short
+ * read (fewer than 8 bytes: EINVAL at once) of an empty eventfd parked
+ * forever after the first write. */
+FIXED_TEST(eventfd_short_read_after_write)
+{
+	(void)argc, (void)argv;
+	int e = eventfd(0, EFD_CLOEXEC);
+	CHECK(e >= 0);
+	uint64_t v = 1;
+	CHECK(write(e, &v, 8) == 8); /* RWF_NOWAIT refused: writes poll first */
+	CHECK(read(e, &v, 8) == 8 && v == 1);
+	char b[8];
+	CHECK(read(e, b, 7) == -1 && err() == EINVAL);
+	CHECK(write(e, b, 7) == -1 && err() == EINVAL);
+	weft_go(write_after_ev, &e);
+	CHECK(read(e, &v, 8) == 8 && v == 2); /* parks until the write */
+	close(e);
 	return 0;
 }

@@ -713,6 +713,150 @@ Test(sched, blocking_call_hands_off_p, .timeout = 30)
 	cr_assert_eq(WEXITSTATUS(c.status), 0, "exit %d, stderr: %s", WEXITSTATUS(c.status), c.err);
 }
 
+/* ---- a retired spare P leaves its timers to a live one ------------------------- */
+
+/* Gs that go to sleep on a spare P (lent while P 0's M is blocked in a
+ * call) keep their timers when the spare is given back: the timers move
+ * to P 0 (timer.c movetimers), whose M fires them as their owner.  Left
+ * on the retired spare, nobody would own them and only a thread scanning
+ * other Ps could fire them, each such fire counted in timers_rescued. */
+#define SPARE_SLEEPERS 8
+static int tpfd[2];
+static _Atomic int tblocked, tasleep;
+
+static void tblocker(void *arg)
+{
+	(void)arg;
+	char c;
+	atomic_store(&tblocked, 1);
+	weft_blocking_enter();
+	long r = syscall(SYS_read, tpfd[0], &c, 1); /* raw: P 0's M blocks here */
+	weft_blocking_exit();
+	if (r != 1)
+		abort();
+	weft_wg_done(&wg_all);
+}
+
+static void tsleeper(void *arg)
+{
+	long i = (long)arg;
+	atomic_fetch_add(&tasleep, 1);
+	weft_sleep(300000000 + i * 5000000); /* past the spare's retirement */
+	weft_wg_done(&wg_all);
+}
+
+static int spare_timers_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	if (syscall(SYS_pipe2, tpfd, 0))
+		return 20;
+	weft_wg_add(&wg_all, 1 + SPARE_SLEEPERS);
+	weft_go(tblocker, NULL);
+	/* P 0's M runs the blocker into its read: we run again only on the
+	 * spare sysmon lends */
+	while (!atomic_load(&tblocked))
+		weft_yield();
+	for (long i = 0; i < SPARE_SLEEPERS; i++)
+		weft_go(tsleeper, (void *)i);
+	while (atomic_load(&tasleep) < SPARE_SLEEPERS)
+		weft_yield(); /* they run here, on the spare, and sleep */
+	weft_stats_t st0;
+	weft_stats(&st0);
+	if (syscall(SYS_write, tpfd[1], "x", 1) != 1) /* the spare is given back */
+		return 21;
+	weft_wg_wait(&wg_all);
+	weft_stats_t st;
+	weft_stats(&st);
+	if (st.syscall_handoffs < 1 && st.hog_handoffs < 1)
+		return 22; /* no spare was lent: nothing tested */
+	int64_t rescued = st.timers_rescued - st0.timers_rescued;
+	if (rescued >= SPARE_SLEEPERS) {
+		fprintf(stderr, "%lld of %d timers fired by a thread not holding their P\n",
+			(long long)rescued, SPARE_SLEEPERS);
+		return 23;
+	}
+	return 0;
+}
+
+static int spare_timers_child(void)
+{
+	return weft_main(spare_timers_body, 0, NULL);
+}
+
+Test(sched, retired_spare_timers_move, .timeout = 30)
+{
+	struct child c;
+	run_child(&c, env_procs1, spare_timers_child, 20);
+	cr_assert(WIFEXITED(c.status), "status %d (hung?), stderr: %s", c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "exit %d, stderr: %s", WEXITSTATUS(c.status), c.err);
+}
+
+/* ---- sysmon asleep while a P is acquired ---------------------------------------- */
+
+/* sysmon sleeps while every P is idle and acquirep wakes it.  It read
+ * "all idle" before it said it waited, and acquirep read "not waiting"
+ * with a relaxed load after a release store: a P acquired between the
+ * two left sysmon asleep for good, and an M that then blocked with a G
+ * queued behind it that was to unblock it (as here) hung: the TSan hang
+ * once seen in blocking_call_hands_off_p.  Each round lets every P go
+ * idle (sysmon goes to sleep), then needs sysmon to lend a P.  The race
+ * window is a few instructions: this is a stress test, not a proof. */
+#define SYSMON_ROUNDS 100
+static int spfd[2];
+static _Atomic int sblocked;
+
+static void sblocker(void *arg)
+{
+	(void)arg;
+	char c;
+	atomic_store(&sblocked, 1);
+	weft_blocking_enter();
+	long r = syscall(SYS_read, spfd[0], &c, 1);
+	weft_blocking_exit();
+	if (r != 1)
+		abort();
+	weft_wg_done(&wg_all);
+}
+
+static void sunblocker(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&sblocked))
+		weft_yield();
+	if (syscall(SYS_write, spfd[1], "x", 1) != 1) /* runs only on a lent P */
+		abort();
+	weft_wg_done(&wg_all);
+}
+
+static int sysmon_sleep_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	if (syscall(SYS_pipe2, spfd, 0))
+		return 20;
+	for (int i = 0; i < SYSMON_ROUNDS; i++) {
+		weft_sleep((i % 4 + 1) * 1000000); /* every P idle: sysmon sleeps */
+		atomic_store(&sblocked, 0);
+		weft_wg_add(&wg_all, 2);
+		weft_go(sblocker, NULL);
+		weft_go(sunblocker, NULL);
+		weft_wg_wait(&wg_all);
+	}
+	return 0;
+}
+
+static int sysmon_sleep_child(void)
+{
+	return weft_main(sysmon_sleep_body, 0, NULL);
+}
+
+Test(sched, sysmon_wakes_for_acquired_p, .timeout = 60)
+{
+	struct child c;
+	run_child(&c, env_procs1, sysmon_sleep_child, 40);
+	cr_assert(WIFEXITED(c.status), "status %d (hung?), stderr: %s", c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "exit %d, stderr: %s", WEXITSTATUS(c.status), c.err);
+}
+
 /* ---- a CPU hog cannot starve the Gs behind it ---------------------------------- */
 
 static _Atomic int hog_stop, other_ran_during_hog;

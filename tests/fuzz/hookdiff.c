@@ -30,9 +30,9 @@
  * on TCP level-triggered (an edge can come from a late ACK), a timerfd's
  * expiry count recorded as "at least one".
  *
- * Known findings (docs/reliability.md) are steered around unless
- * HOOKDIFF_KNOWN=0: mode changes and dups on files weft learns late (1,
- * 3), SHUT_RD on datagram sockets (4), recv of 0 bytes on TCP (7).
+ * Known (open) findings (docs/reliability.md) are steered around unless
+ * HOOKDIFF_KNOWN=0 (mask_known); none is open now: findings 1, 3, 4, 7
+ * and 10, once steered around, are fixed and explored again.
  *
  *   build/fuzz/hookdiff CORPUS_DIR tests/fuzz/corpus   (make fuzz)
  *   build/fuzz/hookdiff crash-XXXX                     replay one input
@@ -186,8 +186,6 @@ struct file {
 	int peer;   /* file index of the other end, -1 */
 	int refs;   /* open slots referring to it */
 	int shutwr; /* shut down for writing (a datagram peer then never wakes) */
-	int late;   /* weft may learn it late (not made on a G, or its mode
-		     * changed since): known finding 3 once it is dup'ed */
 };
 
 struct slot {
@@ -270,7 +268,9 @@ static uint64_t fnv(const uint8_t *p, size_t n)
 	return h;
 }
 
-/* Leave alone what triggers a known finding (HOOKDIFF_KNOWN=0: do not). */
+/* Leave alone what triggers a known finding (HOOKDIFF_KNOWN=0: do not):
+ * an open finding's steering tests it, then rec(r, step, T_SKIP, 3).  No
+ * finding is open now. */
 static int mask_known = 1;
 
 static const size_t sizes[16] = { 0, 1, 3, 8, 17, 64, 511, 1024, 4096, 4097, 8192, 16384,
@@ -286,7 +286,7 @@ static int newfile(struct run *r, int kind)
 {
 	if (r->nfile >= NFILE)
 		return -1;
-	r->file[r->nfile] = (struct file){ kind, -1, 0, 0, kind == K_TIMERFD };
+	r->file[r->nfile] = (struct file){ kind, -1, 0, 0 };
 	return r->nfile++;
 }
 
@@ -476,6 +476,8 @@ static int read_would_hang(struct run *r, int step, struct slot *s, int v, int f
 	int k = kindof(r, s);
 	if (k == K_EVENTFD && n < 8)
 		return 0; /* EINVAL at once */
+	if (v >= 2 && !is_sock(k))
+		return 0; /* recv, recvmsg, recvfrom: ENOTSOCK at once */
 	/* read/readv of 0 return at once (sock_read_iter); recv of 0 waits */
 	if (n == 0 && v < 2 && k != K_UDGRAM && k != K_USEQ)
 		return 0;
@@ -504,6 +506,8 @@ static int write_would_hang(struct run *r, int step, struct slot *s, int v, int 
 	if ((flags & MSG_DONTWAIT) || nonblocking(r, s->fd))
 		return 0;
 	int k = kindof(r, s);
+	if (v >= 2 && !is_sock(k))
+		return 0; /* send, sendmsg, sendto: ENOTSOCK at once */
 	int wr = ready(r, s->fd, POLLOUT) && n <= 4096;
 	rec(r, step, T_PRE, wr);
 	if (wr || k == K_EVENTFD)
@@ -572,12 +576,6 @@ static void op_dup(struct run *r, int step, const uint8_t *a)
 	int fd = s->fd >= 0 ? s->fd : s->lastfd;
 	if (fd < 0)
 		return;
-	if (mask_known && s->fd >= 0 && r->file[s->file].late) {
-		/* known finding 3: weft's O_NONBLOCK underneath a file it
-		 * learns late shows through the other fds on that file */
-		rec(r, step, T_SKIP, 3);
-		return;
-	}
 	if (s->fd < 0) /* a closed number: only while no slot took it again */
 		for (int i = 0; i < NSLOT; i++)
 			if (r->slot[i].fd == fd)
@@ -629,14 +627,6 @@ static void op_fcntl(struct run *r, int step, const uint8_t *a)
 	int fl = f->fcntl(fd, F_GETFL);
 	res(r, step, fl);
 	int mode = a[1] % 5;
-	if (mask_known && (mode >= 1 && mode <= 3) && s->fd >= 0 && r->file[s->file].refs > 1) {
-		/* known finding 1 (docs/reliability.md): O_NONBLOCK is kept per
-		 * fd number, not per open file, under weft */
-		rec(r, step, T_SKIP, 3);
-		return;
-	}
-	if (mode >= 1 && mode <= 3 && s->fd >= 0)
-		r->file[s->file].late = 1;
 	switch (mode) {
 	case 0:
 		break;
@@ -982,11 +972,6 @@ static void exec1(struct run *r, int step, int t, const struct insn *in)
 		if (a[3] & 1)
 			v = 3 + ((a[3] >> 1) & 1); /* recvmsg, recvfrom */
 		size_t n = sizes[a[2] & 15];
-		if (mask_known && n == 0 && v >= 2 && kindof(r, s) == K_TCP) {
-			/* known finding 7: a blocking recv of 0 bytes on TCP */
-			rec(r, step, T_SKIP, 3);
-			break;
-		}
 		if (read_would_hang(r, step, s, v, fl, n)) {
 			rec(r, step, T_SKIP, 1);
 			break;
@@ -1013,11 +998,6 @@ static void exec1(struct run *r, int step, int t, const struct insn *in)
 	}
 	case OP_SHUTDOWN: {
 		struct slot *s = slotof(r, a[0]);
-		if (mask_known && kindof(r, s) == K_UDGRAM && a[1] % 3 != SHUT_WR) {
-			/* known finding 4: a datagram read after SHUT_RD parks */
-			rec(r, step, T_SKIP, 3);
-			break;
-		}
 		if (s->fd >= 0 && res(r, step, f->shutdown(s->fd, a[1] % 3)) == 0 &&
 		    a[1] % 3 != SHUT_RD)
 			r->file[s->file].shutwr = 1;
