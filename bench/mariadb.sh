@@ -6,7 +6,7 @@
 #   bench/mariadb.sh [THREADS...]        default: 16 512
 #   MDB_TEST=oltp_point_select MDB_SECS=10 MDB_PROCS=2 MDB_MODES="native weft pool"
 #
-# Modes: native; weft (weft run, WEFT_TLS=thread: each thread its own TLS);
+# Modes: native; weft (weft run, its default: each thread its own TLS);
 # shared (weft run with WEFT_TLS=shared); pool (thread_handling=pool-of-threads).
 #
 # One line per run: mode threads tps errors p95_ms os_threads; the server's
@@ -43,7 +43,7 @@ mariadb-install-db --no-defaults --user=root --datadir="$d/data" --auth-root-aut
 start() { # start MODE
 	local pre=() extra=()
 	case $1 in
-	weft) pre=(env WEFT_TLS=thread "$weft" run --procs "$procs" --) ;;
+	weft) pre=("$weft" run --procs "$procs" --) ;;
 	shared) pre=(env WEFT_TLS=shared "$weft" run --procs "$procs" --) ;;
 	pool) extra=(--thread-handling=pool-of-threads) ;;
 	esac

@@ -1059,8 +1059,8 @@ def headline_table(benches, link_prefix):
 HAND_SECTIONS = """\
 ## Per-thread TLS under the shim (measured by hand)
 
-Not produced by `make bench`: measured on 2026-12-01 with per-thread TLS
-(`WEFT_TLS=thread`; not yet the default), on the same 2-CPU VM with
+Not produced by `make bench`: measured on 2026-12-01 when `weft run` made
+per-thread TLS (`WEFT_TLS=thread`) its default, on the same 2-CPU VM with
 six other sessions building and testing (load average 20-160), so compare
 within a row only. The "weft preloaded" rows above predate the change
 (they ran with shared TLS).
@@ -1072,7 +1072,7 @@ which cost 19-20 us at that moment (`getppid` 5.3-5.6 us; 3.6 us and
 1.0 us on a quiet machine). With `FSGSBASE` the load is one `wrfsbase`.
 
 `make demo DEMO_RUNS=1` (10,000 connections of examples/echo_threads,
-`weft run --procs 2`), `WEFT_TLS=thread` and `WEFT_TLS=shared`:
+`weft run --procs 2`), default (thread) and `WEFT_TLS=shared`:
 
 | | thread | shared |
 |---|--:|--:|
@@ -1086,8 +1086,8 @@ G's stack ([preload.md](preload.md#thread-local-state-and-errno)).
 
 MariaDB 10.11 (Debian's mariadbd, one thread per connection) driven by
 sysbench 20 s over its Unix socket, `bench/mariadb.sh` (`make
-bench-mariadb`), `weft run --procs 2`; modes: native, weft (`WEFT_TLS=thread`),
-shared (`WEFT_TLS=shared`):
+bench-mariadb`), `weft run --procs 2`; modes: native, weft (its default,
+thread TLS), shared (`WEFT_TLS=shared`):
 
 | sysbench test, client threads | native tps, p95 ms, OS threads | weft tps, p95 ms, OS threads | shared |
 |---|--:|--:|---|

@@ -1,6 +1,6 @@
 /*
  * test_preload_tls.c - thread-local state follows the thread under the
- * shim with WEFT_TLS=thread (runtime/tls.c; not yet the default).
+ * shim with WEFT_TLS=thread (runtime/tls.c; the default under the shim).
  *
  * The programs (tests/preload/tls.c, tls_cxx.cc, built with gcc/g++ -O2
  * without weft) run natively first (so the program itself is right),
@@ -125,6 +125,15 @@ Test(tls, malloc_cache_given_back, .timeout = 300)
 	tls_case("mleak", NULL, 120);
 }
 
+/* No WEFT_TLS: every thread its own TLS (the default under the shim). */
+Test(tls, thread_is_the_default, .timeout = 120)
+{
+	const char *a[] = { h_prog("tls"), "var", NULL };
+	h_shim_run(&R, 2, a, NULL, NULL, 60);
+	cr_expect_eq(h_code(&R), 0, "%s%s", R.out, R.err);
+	cr_expect(strstr(R.out, "var wrong=0 "), "%s%s", R.out, R.err);
+}
+
 /* WEFT_TLS=shared: the old behaviour, Gs share their OS thread's TLS
  * (so the cases above are real tests of the switch). */
 Test(tls, shared_mode_shares, .timeout = 120)
@@ -136,13 +145,14 @@ Test(tls, shared_mode_shares, .timeout = 120)
 	cr_expect(h_field(R.out, "wrong") > 0, "%s", R.out);
 }
 
-/* A bad WEFT_TLS: a warning, then the default (shared, for now). */
+/* A bad WEFT_TLS: a warning, then the default (thread). */
 Test(tls, bad_env_value, .timeout = 120)
 {
 	const char *env[] = { "WEFT_TLS=sometimes", NULL };
 	const char *a[] = { h_prog("tls"), "var", NULL };
 	h_shim_run(&R, 2, a, env, NULL, 60);
-	cr_expect_eq(h_code(&R), 1, "%s%s", R.out, R.err);
+	cr_expect_eq(h_code(&R), 0, "%s%s", R.out, R.err);
+	cr_expect(strstr(R.out, "var wrong=0 "), "%s%s", R.out, R.err);
 	cr_expect(strstr(R.err, "weft: ignoring WEFT_TLS=sometimes: want thread or shared"), "%s",
 		  R.err);
 }

@@ -135,11 +135,9 @@ void shim_rtstart(void)
 	/* the runtime's own threads must be real ones */
 	rt_pthread_create = sig_rt_create;
 	rt_gexit_hook = gthr_gexit;
-	/* WEFT_TLS=thread gives threads TLS of their own; not the default
-	 * yet: with it, fork children hung twice in one make test run
-	 * (forks spawn_gs, a bash $(...) in the corpus), cause not found
-	 * (docs/preload.md) */
-	rt_tls_default = 0;
+	/* every thread its own TLS unless WEFT_TLS=shared (docs/preload.md);
+	 * in native mode threads are real ones and have theirs anyway */
+	rt_tls_default = !shim_native;
 	runtime_ensure();
 	shim_fork_init(); /* after the runtime: see fork.c */
 	atomic_store_explicit(&startstate, 2, memory_order_release);
