@@ -32,7 +32,7 @@
 #define SYSCALL_RETAKE_NS (20 * 1000)
 #define RELEND_NS (1000 * 1000) /* a blocked M's spare blocked too: another after this */
 #define HOG_RETAKE_NS (10 * 1000 * 1000)
-#define HOG_GRACE_NS (1000 * 1000) /* a hog asked to yield: its CPU time before a lend */
+#define HOG_GRACE_NS (50 * 1000) /* a hog asked to yield: its CPU time before a lend */
 #define POLL_IDLE_NS (10 * 1000 * 1000)
 #define TIMER_LATE_NS (1000 * 1000) /* a P's timer this overdue: sysmon fires it */
 #define SCAVENGE_NS (1000 * 1000 * 1000) /* return free stack chunks about once a second */
@@ -210,11 +210,12 @@ static int retake(int64_t now, int *watch)
 				n++; /* keep sysmon's pace up: the next step may be a lend */
 				continue;
 			}
-			/* a hog is a G running its own code that has had 1 ms
-			 * of CPU since, not merely of wall time (a spawner whose
-			 * weft_go pays for first-touch faults can take a good
-			 * part of that to reach its next call): one descheduled
-			 * on a loaded machine has not yet had the chance to
+			/* a hog is a G running its own code that has had 50 us
+			 * of CPU since, not merely of wall time (longer slows a
+			 * hog that never calls in, such as a spinner a signal
+			 * handler must stop: sigintr spin_libc on 1 P took 12 s
+			 * at 50 us, over 60 s at 1 ms): one descheduled on a
+			 * loaded machine has not yet had the chance to
 			 * reach a runtime call, and an M in its scheduler or
 			 * waiting for the runtime's lock (cpu -1) is no hog:
 			 * a spare lent around either only adds a thread that

@@ -22,7 +22,9 @@
  * Only user code is interrupted so: never the runtime (rtdepth > 0, a
  * G switch, the scheduler), never the shim's own code, nor the C library
  * or dynamic linker (the shim may be inside them holding its locks; a
- * thread of the program stopped in libc is the rare case), nor a split
+ * thread of the program stopped in libc is the rare case, but for the
+ * `ret` of a leaf system-call wrapper the program itself called:
+ * libc_leaf), nor a split
  * stack.  The kernel's mask of an M never lets the program's signals in
  * (signal.c), so the G's own mask is the only one that counts: sig_run
  * runs only what the G lets through, and each pending bit is taken with
@@ -48,6 +50,7 @@
 
 static struct span {
 	uintptr_t lo, hi;
+	bool libc;          /* the C library's (leaf system-call wrappers: libc_leaf) */
 } notuser[32];      /* executable segments of the shim, libc, ld.so, the vDSO ... */
 static int nnotuser; /* set once by async_init, before any kick */
 
@@ -61,6 +64,7 @@ static int note_object(struct dl_phdr_info *info, size_t size, void *arg)
 	bool ours = false;
 	for (size_t i = 0; i < sizeof sys / sizeof sys[0] && !ours; i++)
 		ours = strstr(n, sys[i]) != NULL;
+	bool libc = strstr(n, "/libc.so") != NULL;
 	for (int i = 0; i < info->dlpi_phnum && !ours; i++) {
 		/* the shim itself: its text holds __ehdr_start */
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -75,7 +79,8 @@ static int note_object(struct dl_phdr_info *info, size_t size, void *arg)
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X))
 			notuser[nnotuser++] = (struct span){ info->dlpi_addr + ph->p_vaddr,
-							     info->dlpi_addr + ph->p_vaddr + ph->p_memsz };
+							     info->dlpi_addr + ph->p_vaddr + ph->p_memsz,
+							     libc };
 	}
 	return 0;
 }
@@ -109,6 +114,24 @@ static bool user_code(uintptr_t rip)
 		if (rip >= notuser[i].lo && rip < notuser[i].hi)
 			return false;
 	return true;
+}
+
+/* Stopped on the `ret` right after the `syscall` of one of libc's leaf
+ * wrappers (`mov $NR,%eax; syscall; ret`: getppid, getuid ...), which
+ * the program's own code called: [sp] is the return address, in user
+ * code.  The kernel would run the handler just here; so may we (nothing
+ * of the shim's is on the way: a call from the shim would return into
+ * the shim).  Without it a thread that spends its time in such calls -
+ * `while (!flag) getppid();` - is almost never stopped in user code. */
+static bool libc_leaf(uintptr_t rip, uintptr_t sp)
+{
+	bool inlibc = false;
+	for (int i = 0; i < nnotuser && !inlibc; i++)
+		inlibc = notuser[i].libc && rip >= notuser[i].lo + 2 && rip < notuser[i].hi;
+	/* the three bytes lie in libc's text, which is mapped and readable */
+	if (!inlibc || *(const uint8_t *)rip != 0xc3 || *(const uint16_t *)(rip - 2) != 0x050f)
+		return false;
+	return user_code(*(const uintptr_t *)sp);
 }
 
 /* ---- the injected call ------------------------------------------------------------- */
@@ -280,8 +303,8 @@ void async_check(ucontext_t *uc)
 	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
 	if (atomic_load_explicit(&gp->status, memory_order_relaxed) != G_RUNNING ||
 	    gp->rtdepth != 0 || gp->stack.kind == STACK_SEGMENTED || !gp->stack.lo ||
-	    sp < (uintptr_t)gp->stack.lo + ASYNC_ROOM || sp > (uintptr_t)gp->stack.hi ||
-	    !user_code(rip))
+	    sp < (uintptr_t)gp->stack.lo + ASYNC_ROOM || sp > (uintptr_t)gp->stack.hi - 8 ||
+	    !(user_code(rip) || libc_leaf(rip, sp)))
 		return; /* not now: the router looks again (async_rescan) */
 	gp->sigrip = rip;
 	uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)sig_async_tramp;

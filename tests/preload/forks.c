@@ -24,19 +24,7 @@
 
 extern char **environ;
 
-#define FAIL(...)                                                       \
-	do {                                                            \
-		printf("FAIL %s:%d: ", __func__, __LINE__);             \
-		printf(__VA_ARGS__);                                    \
-		printf("\n");                                           \
-		fflush(stdout);                                         \
-		_exit(1);                                               \
-	} while (0)
-#define CHECK(c)                                                        \
-	do {                                                            \
-		if (!(c))                                               \
-			FAIL("%s", #c);                                 \
-	} while (0)
+#include "check.h"
 
 static int wait_ok(pid_t pid)
 {

@@ -29,19 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FAIL(...)                                                              \
-	do {                                                                   \
-		printf("FAIL %s:%d: ", __func__, __LINE__);                    \
-		printf(__VA_ARGS__);                                           \
-		printf("\n");                                                  \
-		fflush(stdout);                                                \
-		exit(1);                                                       \
-	} while (0)
-#define CHECK(c)                                                               \
-	do {                                                                   \
-		if (!(c))                                                      \
-			FAIL("%s", #c);                                        \
-	} while (0)
+#include "check.h"
 #define CHECK_EQ(a, b)                                                         \
 	do {                                                                   \
 		long long a_ = (long long)(a), b_ = (long long)(b);            \

@@ -49,19 +49,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define FAIL(...)                                                       \
-	do {                                                            \
-		printf("FAIL %s:%d: ", __func__, __LINE__);             \
-		printf(__VA_ARGS__);                                    \
-		printf("\n");                                           \
-		fflush(stdout);                                         \
-		_exit(1);                                               \
-	} while (0)
-#define CHECK(c)                                                        \
-	do {                                                            \
-		if (!(c))                                               \
-			FAIL("%s (errno %d %s)", #c, errno, strerror(errno)); \
-	} while (0)
+#include "check.h"
 
 /* ---- the thread counter and the gate ---------------------------------------- */
 
