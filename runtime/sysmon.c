@@ -133,6 +133,15 @@ static int retake(int64_t now, int *watch)
 	int n = 0;
 	int32_t np = atomic_load(&sched.npidle);
 	int32_t nps = atomic_load_explicit(&nallp, memory_order_acquire);
+	/* a backstop for the Ms' spinning protocol: Gs on the global queue,
+	 * an idle P, and no M looking for them.  Seen under TSan (sched::
+	 * sysmon_wakes_for_acquired_p): a lent spare went idle as the G it
+	 * was lent for was queued globally, and the blocked P, flagged
+	 * PF_LENT, is skipped below; the G waited for good. */
+	if (np > 0 && atomic_load(&sched.runqsize) > 0 && atomic_load(&sched.nmspinning) == 0) {
+		wakep();
+		n++;
+	}
 	for (int32_t i = 0; i < nps; i++) {
 		struct p *pp = allp[i];
 		if (PSTATUS(atomic_load(&pp->state)) != P_RUNNING) {
