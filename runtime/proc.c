@@ -790,7 +790,9 @@ static inline __attribute__((always_inline)) void gswitch_inl(struct m *m, struc
 			return; /* already on g0: its scheduler loop goes on */
 		to = NULL;
 	}
-	atomic_store_explicit(&m->curg, to, memory_order_relaxed); /* see struct m */
+	/* release (a plain store on x86): sysmon, which reads the G's status
+	 * through it (acquire), sees the G as made (struct m) */
+	atomic_store_explicit(&m->curg, to, memory_order_release);
 	void *next;
 	if (to) {
 		atomic_store_explicit(&to->status, G_RUNNING, memory_order_relaxed);

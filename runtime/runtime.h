@@ -197,9 +197,10 @@ struct m {
 	/* curg, p, lockedg and tid are written only by this M's thread and
 	 * read by others for diagnostics (deadlock.c, dump.c, the fault
 	 * handler): _Atomic, so those reads are not data races.  The M's
-	 * stores are relaxed (no fence, a plain mov on x86-64); readers on
-	 * other threads load relaxed and tolerate a stale value (see there);
-	 * the M's own reads need no ordering. */
+	 * stores are relaxed (no fence, a plain mov on x86-64; curg's is a
+	 * release, as plain, for sysmon, which reads the G through it with
+	 * acquire); readers on other threads tolerate a stale value (see
+	 * there); the M's own reads need no ordering. */
 	struct g *_Atomic curg;   /* G running on this M, or NULL on g0 */
 	struct p *_Atomic p;      /* attached P, or NULL (see p->state) */
 	struct p *nextp;          /* P handed over by the M that woke us */

@@ -85,7 +85,9 @@ static int64_t gthreadcpu(struct p *pp, int *tidp)
 	 * owner writes it); Ms are never freed, nor are Gs */
 	struct m *m = __atomic_load_n(&pp->m, __ATOMIC_RELAXED);
 	int tid = m ? atomic_load_explicit(&m->tid, memory_order_relaxed) : 0;
-	struct g *gp = tid > 0 ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
+	/* acquire: pairs with gswitch's release, so the G's fields read here
+	 * (status) are seen after its making (malg's memset: TSan) */
+	struct g *gp = tid > 0 ? atomic_load_explicit(&m->curg, memory_order_acquire) : NULL;
 	if (!gp || atomic_load_explicit(&gp->status, memory_order_relaxed) != G_RUNNING ||
 	    atomic_load_explicit(&m->lockwait, memory_order_relaxed))
 		return -1;
