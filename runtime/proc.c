@@ -1087,6 +1087,36 @@ static bool gowntls(const weft_attr_t *attr)
 	return kind != WEFT_STACK_SEGMENTED && tls_init();
 }
 
+/* What every G, new or reused, starts from (weft_go_attr, rt_adopt): a
+ * fresh id and name, no lock, no signal, no cancel, no TLS, not waiting,
+ * and in the runtime (rtdepth 1) until it first reaches the program's
+ * code. */
+static void gprepare(struct g *gp, struct p *pp, const char *name)
+{
+	gp->id = newgoid(pp);
+	gp->lockedm = NULL;
+	gp->lockcount = 0;
+	gp->errno_save = 0;
+	gp->rtdepth = 1;
+	atomic_store_explicit(&gp->waitreason, W_NONE, memory_order_relaxed);
+	atomic_store_explicit(&gp->blocking, 0, memory_order_relaxed);
+	gp->tls = NULL;
+	gp->introk = false;
+	atomic_store_explicit(&gp->intrreq, 0, memory_order_relaxed);
+	gp->sigon = false;
+	atomic_store_explicit(&gp->sigpend, 0, memory_order_relaxed);
+	atomic_store_explicit(&gp->cancel, 0, memory_order_relaxed);
+	if (gp->name)
+		rtfree(gp->name);
+	gp->name = NULL;
+	if (name) {
+		size_t n = strlen(name);
+		gp->name = rtalloc(n + 1);
+		if (gp->name)
+			memcpy(gp->name, name, n + 1);
+	}
+}
+
 int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 {
 	if (!fn || (attr && attr->stack_size &&
@@ -1123,29 +1153,7 @@ int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 	}
 	gp->fn = fn;
 	gp->arg = arg;
-	gp->id = newgoid(pp);
-	gp->lockedm = NULL;
-	gp->lockcount = 0;
-	gp->errno_save = 0;
-	gp->rtdepth = 1; /* gentry runs in the runtime until it calls fn */
-	atomic_store_explicit(&gp->waitreason, W_NONE, memory_order_relaxed);
-	atomic_store_explicit(&gp->blocking, 0, memory_order_relaxed);
-	gp->tls = NULL;
-	gp->introk = false;
-	atomic_store_explicit(&gp->intrreq, 0, memory_order_relaxed);
-	gp->sigon = false;
-	atomic_store_explicit(&gp->sigpend, 0, memory_order_relaxed);
-	atomic_store_explicit(&gp->cancel, 0, memory_order_relaxed);
-	if (gp->name) {
-		rtfree(gp->name);
-		gp->name = NULL;
-	}
-	if (attr && attr->name) {
-		size_t n = strlen(attr->name);
-		gp->name = rtalloc(n + 1);
-		if (gp->name)
-			memcpy(gp->name, attr->name, n + 1);
-	}
+	gprepare(gp, pp, attr ? attr->name : NULL); /* gentry: in the runtime until fn */
 	gp->sp = NULL; /* gstart makes the first frame when it first runs */
 	gcountadd(pp, 1);
 	int64_t id = gp->id; /* once queued, gp may run, end and be reused */
@@ -1258,27 +1266,7 @@ int64_t rt_adopt(const char *name, char *lo, char *hi, char *althi, void (*then)
 	gp->tcb = NULL;
 	gp->fn = NULL;
 	gp->arg = NULL;
-	gp->id = newgoid(NULL);
-	gp->lockedm = NULL;
-	gp->lockcount = 0;
-	gp->rtdepth = 1; /* until it is back in its caller, below */
-	atomic_store_explicit(&gp->waitreason, W_NONE, memory_order_relaxed);
-	atomic_store_explicit(&gp->blocking, 0, memory_order_relaxed);
-	gp->tls = NULL;
-	gp->introk = false;
-	atomic_store_explicit(&gp->intrreq, 0, memory_order_relaxed);
-	gp->sigon = false;
-	atomic_store_explicit(&gp->sigpend, 0, memory_order_relaxed);
-	atomic_store_explicit(&gp->cancel, 0, memory_order_relaxed);
-	if (gp->name)
-		rtfree(gp->name);
-	gp->name = NULL;
-	if (name) {
-		size_t n = strlen(name);
-		gp->name = rtalloc(n + 1);
-		if (gp->name)
-			memcpy(gp->name, name, n + 1);
-	}
+	gprepare(gp, NULL, name); /* in the runtime until back in its caller, below */
 	/* its stack is the thread's own: never pooled or freed (after_gfput) */
 	gp->stack = (struct stack){ .lo = lo, .hi = hi, .kind = STACK_THREAD,
 				    .low = __builtin_frame_address(0) };
