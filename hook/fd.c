@@ -255,15 +255,23 @@ HOOK int close(int fd)
 	return r;
 }
 
-/* The preload shim's stdio (hook/preload/stdio.c); absent in libweft:
- * on a G, flush a FILE whose writes park before fclose runs under
- * entersyscall (0, or EOF with errno). */
+/* The preload shim's stdio (hook/preload/stdio.c); absent in libweft.
+ * stdio_preclose: on a G, flush a FILE whose writes park before fclose
+ * runs under entersyscall (0, or EOF with errno).  stdio_detach: on any
+ * thread, what the shim must free once glibc's fclose is done (a FILE of
+ * its own that glibc turned into one of its plain ones), or NULL;
+ * stdio_release frees it and gives fclose's result. */
 int stdio_preclose(FILE *f) __attribute__((weak)) HIDDEN;
+void *stdio_detach(FILE *f) __attribute__((weak)) HIDDEN;
+int stdio_release(void *rec, int r) __attribute__((weak)) HIDDEN;
 
 HOOK int fclose(FILE *f)
 {
-	if (!rt_started() || !f)
-		return REAL(fclose)(f);
+	void *rec = stdio_detach && f ? stdio_detach(f) : NULL;
+	if (!rt_started() || !f) {
+		int r = REAL(fclose)(f);
+		return rec ? stdio_release(rec, r) : r;
+	}
 	bool flushfail = false;
 	int ferr = 0;
 	if (stdio_preclose && hook_g() && stdio_preclose(f) != 0) {
@@ -278,7 +286,7 @@ HOOK int fclose(FILE *f)
 		errno_set(ferr);
 		r = EOF;
 	}
-	return r;
+	return rec ? stdio_release(rec, r) : r;
 }
 
 /* ---- duplicating -------------------------------------------------------------- */

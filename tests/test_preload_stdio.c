@@ -41,6 +41,21 @@ static void scase(const char *cs, const char *n, const char *const env[], int ti
 	}
 }
 
+/* stdiosock CASE natively, then under the shim on 1 and 2 Ps: "ok CASE". */
+static void pcase(const char *cs)
+{
+	const char *a[] = { h_prog("stdiosock"), cs, NULL };
+	char want[64];
+	snprintf(want, sizeof want, "ok %s", cs);
+	h_run(&N, a, NULL, NULL, 60);
+	cr_assert_eq(h_code(&N), 0, "natively: %s%s", N.out, N.err);
+	for (int procs = 1; procs <= 2; procs++) {
+		h_shim_run(&R, procs, a, NULL, NULL, 60);
+		cr_assert_eq(h_code(&R), 0, "procs %d: %s%s", procs, R.out, R.err);
+		cr_expect(strstr(R.out, want), "procs %d: %s%s", procs, R.out, R.err);
+	}
+}
+
 /* fdopen/fgets/fputs/fflush, one thread per connection, 200 connections:
  * each client sends half a line, and once every server waits in fgets
  * for the rest, the rest and a 20,000-byte line. */
@@ -101,4 +116,70 @@ Test(stdio, interface_as_natively, .timeout = 300)
 Test(stdio, fgets_server_thread_tls, .timeout = 300)
 {
 	scase("server", "100", (const char *[]){ "WEFT_TLS=thread", NULL }, 120);
+}
+
+/* stdin and stdout over pipes (the program in a pipeline, a child of
+ * popen, an inetd-style server): a thread in getline(stdin) and one
+ * printing 2 MB to a stdout nobody reads yet park, while 20 more pass
+ * tokens; no OS thread is then blocked in read(0) or write(1) (natively,
+ * and without the shim's stdin/stdout, one in each).  The child reports
+ * inread=R inwrite=W; every byte both ways is checked. */
+Test(stdio, stdin_stdout_park, .timeout = 300)
+{
+	const char *a[] = { h_prog("stdiosock"), "std", NULL };
+	h_run(&N, a, NULL, NULL, 120);
+	cr_assert_eq(h_code(&N), 0, "natively: %s%s", N.out, N.err);
+	for (int procs = 1; procs <= 2; procs++) {
+		h_shim_run(&R, procs, a, NULL, NULL, 120);
+		cr_assert_eq(h_code(&R), 0, "procs %d: %s%s", procs, R.out, R.err);
+		cr_expect(strstr(R.out, "ok std"), "procs %d: %s%s", procs, R.out, R.err);
+		cr_expect_eq(h_field(R.out, "inread"), 0, "procs %d: an OS thread blocked in read(0): %s",
+			     procs, R.out);
+		cr_expect_eq(h_field(R.out, "inwrite"), 0,
+			     "procs %d: an OS thread blocked in write(1): %s", procs, R.out);
+	}
+}
+
+/* stdout (a pipe here) written by every kind of stdio call mixed with the
+ * program's own write(1, ...), in each buffering mode, and wide output
+ * (wprintf): byte for byte what the program writes natively - the same
+ * buffer size, the same flush points, stderr unbuffered. */
+Test(stdio, stdout_bytes_and_order_as_natively, .timeout = 300)
+{
+	const char *cs[] = { "order", "wideout" };
+	for (size_t i = 0; i < 2; i++) {
+		const char *a[] = { h_prog("stdiosock"), cs[i], NULL };
+		h_run(&N, a, NULL, NULL, 60);
+		cr_assert_eq(h_code(&N), 0, "natively: %s%s", N.out, N.err);
+		for (int procs = 1; procs <= 2; procs++) {
+			h_shim_run(&R, procs, a, NULL, NULL, 60);
+			cr_assert_eq(h_code(&R), 0, "%s procs %d: %s", cs[i], procs, R.err);
+			cr_expect(R.nout == N.nout && !memcmp(R.out, N.out, N.nout),
+				  "%s procs %d: stdout differs (%zu bytes, natively %zu)", cs[i], procs,
+				  R.nout, N.nout);
+			cr_expect_str_eq(R.err, N.err, "%s procs %d", cs[i], procs);
+		}
+	}
+}
+
+/* fopen of FIFOs by name, 50 threads in fgets on them. */
+Test(stdio, fopen_fifo_by_name, .timeout = 300)
+{
+	scase("fifo", "50", NULL, 120);
+}
+
+/* freopen of a FILE over a socket (glibc's freopen crashes on a
+ * fopencookie FILE), then byte and wide output into the file; 200 more
+ * (their records freed); stdout freopen'd to a file, closed, used after. */
+Test(stdio, freopen_socket_file, .timeout = 300)
+{
+	pcase("reopen");
+}
+
+/* Wide characters on fdopen'd socket FILEs: fwide, fputws, fputwc,
+ * fwprintf, fgetws, fgetwc, fwscanf, ungetwc as natively; a byte stream
+ * refuses them; popen's FILEs are byte-only, as glibc's. */
+Test(stdio, wide_characters, .timeout = 300)
+{
+	pcase("wide");
 }

@@ -103,6 +103,8 @@ __attribute__((constructor)) static void shim_ctor(void)
 	readenv();
 	/* resolve now, while nothing can recurse into us */
 	(void)REAL(pthread_create);
+	/* before the program's constructors take stdout (C++'s iostreams) */
+	stdio_std();
 }
 
 static _Atomic int startstate; /* 0 not yet, 1 starting, 2 up */

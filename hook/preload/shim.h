@@ -190,5 +190,8 @@ void shim_backoff(int64_t *delay, int64_t left) HIDDEN;
 FILE *stdio_popen(FILE *f, const char *mode) HIDDEN;
 /* A cookie FILE (made by stdio.c's fdopen/popen, or the program's own). */
 bool stdio_parks(FILE *f) HIDDEN;
+/* At the shim's start: stdin/stdout over a socket, pipe or FIFO become
+ * FILEs whose reads and writes park. */
+void stdio_std(void) HIDDEN;
 
 #endif

@@ -38,6 +38,7 @@
  */
 #include "shim.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -47,12 +48,29 @@
 DEFREAL(fdopen);
 DEFREAL(pclose);
 
+/* glibc's struct _IO_wide_data (libio/libio.h), which a FILE's public
+ * _wide_data points to: 0xe0 bytes of wide-character buffer pointers,
+ * conversion states and iconv steps, all NULL/zero in an unused one, then
+ * the wide vtable.  Only its size and the vtable's offset are used here,
+ * and both are checked against glibc's own stdout (layout_ok). */
+struct wdata {
+	char area[0xe0];    /* glibc's: zero until the FILE turns wide */
+	const void *vtable; /* _wide_vtable: &_IO_wfile_jumps, as fdopen's */
+};
+
+/* glibc's FILE flag for a buffer the program gave (libio/libio.h): glibc
+ * does not free it. */
+#define IO_USER_BUF 0x0001
+
 /* What a cookie FILE made here carries. */
 struct sfile {
-	int fd;     /* the file: FILE's _fileno, read/written/closed here */
-	FILE *proc; /* popen: glibc's FILE over fd, pclose'd at close; else NULL */
-	FILE *file; /* the cookie FILE itself (its lock, below) */
-	char *buf;  /* its buffer, the size glibc's fdopen would take; freed at close */
+	int fd;         /* the file: FILE's _fileno, read/written/closed here */
+	bool plain;     /* freopen made the FILE a plain file FILE: only wd in use */
+	FILE *proc;     /* popen: glibc's FILE over fd, pclose'd at close; else NULL */
+	FILE *file;     /* the cookie FILE itself (its lock, below) */
+	FILE **std;     /* &stdin or &stdout if it stands for one (stdio_std), else NULL */
+	FILE *orig;     /* then glibc's static FILE it stands in for */
+	struct wdata wd; /* its wide-character area (fdopen's FILEs have one) */
 };
 
 /* glibc's recursive FILE lock (sysdeps/nptl/stdio-lock.h), which a FILE's
@@ -110,6 +128,73 @@ static const void *vtable_of(FILE *f)
 	return vt;
 }
 
+/* ---- glibc's layout, checked --------------------------------------------------
+ *
+ * fopencookie's FILE is glibc's struct locked_FILE (libio/iofopncook.c):
+ * struct _IO_cookie_file { struct _IO_FILE_plus; void *__cookie;
+ * cookie_io_functions_t; } then the FILE's _IO_lock_t, which its _lock
+ * points to.  So a FILE whose _lock is that far past it, and whose read
+ * function there is s_read, is one made here, whatever glibc has since
+ * made of its vtable (wide, or freopen's plain file).  (glibc keeps the
+ * functions mangled with its pointer guard: they are compared with those
+ * of the first FILE made here.)  Both this and the
+ * wide area's layout are checked once against the real thing
+ * (layout_check); if either differs the FILEs made here are byte-only
+ * cookie FILEs as before, and the std streams stay glibc's. */
+
+/* What follows the struct _IO_FILE_plus in a cookie FILE. */
+struct ctail {
+	void *cookie;             /* __cookie: our struct sfile */
+	cookie_io_functions_t fn; /* __io_functions */
+};
+
+#define CTAIL_OFF (sizeof(FILE) + sizeof(void *)) /* past the vtable */
+#define CLOCK_OFF (CTAIL_OFF + sizeof(struct ctail))
+
+extern const char _IO_wfile_jumps[];     /* glibc's wide file vtable (exported) */
+extern FILE _IO_2_1_stdin_, _IO_2_1_stdout_; /* what stdin/stdout point to at first */
+
+static _Atomic int layout; /* 0 unchecked, 2 being checked, 1 as above, -1 not: byte-only */
+/* The functions as glibc keeps them in each cookie FILE made here
+ * (mangled with the process's pointer guard: the same in all of them). */
+static cookie_io_functions_t s_fn;
+
+/* Check once, on the first cookie FILE made here (s its record). */
+static bool layout_check(FILE *f, struct sfile *s)
+{
+	int l = 0;
+	if (!atomic_compare_exchange_strong(&layout, &l, 2)) { /* another checks */
+		while ((l = atomic_load_explicit(&layout, memory_order_acquire)) == 2)
+			sys3(SYS_sched_yield, 0, 0, 0);
+		return l > 0;
+	}
+	struct ctail t;
+	memcpy(&t, (const char *)f + CTAIL_OFF, sizeof t);
+	const struct wdata *w = (const struct wdata *)(void *)_IO_2_1_stdout_._wide_data;
+	bool ok = t.cookie == s &&
+		  (const char *)f->_lock == (const char *)f + CLOCK_OFF && w &&
+		  w->vtable == (const void *)_IO_wfile_jumps;
+	if (!ok)
+		warn("glibc's FILE layout is not the one known: stdio over sockets and pipes "
+		     "is byte-only and stdin/stdout stay glibc's");
+	s_fn = t.fn;
+	/* release: ours() reads s_fn after seeing layout 1 */
+	atomic_store_explicit(&layout, ok ? 1 : -1, memory_order_release);
+	return ok;
+}
+
+/* f's record if f is a FILE made here (in whatever state glibc left its
+ * vtable), else NULL. */
+static struct sfile *ours(FILE *f)
+{
+	if (!f || atomic_load_explicit(&layout, memory_order_acquire) != 1 ||
+	    (const char *)f->_lock != (const char *)f + CLOCK_OFF)
+		return NULL;
+	struct ctail t; /* inside fopencookie's FILE: its _lock says so */
+	memcpy(&t, (const char *)f + CTAIL_OFF, sizeof t);
+	return !memcmp(&t.fn, &s_fn, sizeof t.fn) ? t.cookie : NULL;
+}
+
 /* ---- the cookie functions ----------------------------------------------- */
 
 static ssize_t s_read(void *c, char *buf, size_t n)
@@ -147,6 +232,26 @@ static int s_seek(void *c, off64_t *off, int whence)
 	return 0;
 }
 
+/* A std stream's FILE is gone (glibc frees it after this): stdin or
+ * stdout points to glibc's static FILE again, closed as glibc's would
+ * be by fclose (-1 for a descriptor: its calls fail with EBADF), so a
+ * program using stdin/stdout after fclose finds no freed memory. */
+static void std_gone(struct sfile *s)
+{
+	if (!s->std)
+		return;
+	s->orig->_fileno = -1;
+	FILE *me = s->file;
+	__atomic_compare_exchange_n(s->std, &me, s->orig, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+/* The record goes (after glibc is done with the FILE). */
+static void sfree(struct sfile *s)
+{
+	std_gone(s);
+	rtfree(s);
+}
+
 /* fclose/pclose (under the fclose hook's bookkeeping and entersyscall). */
 static int s_close(void *c)
 {
@@ -157,10 +262,7 @@ static int s_close(void *c)
 	} else {
 		r = (int)sysret(sys3(SYS_close, s->fd, 0, 0)); /* as _IO_file_close: not a cancellation point */
 	}
-	int e = errno_get();
-	rtfree(s->buf); /* glibc is done with it: after this it only forgets it */
-	rtfree(s);
-	errno_set(e);
+	sfree(s);
 	return r;
 }
 
@@ -197,29 +299,73 @@ static const char *simple_mode(const char *mode)
 	return modes[plus][strchr("rwa", mode[0]) - "rwa"];
 }
 
+/* The program's malloc and free, which glibc's stdio calls (the shim's own
+ * malloc is jemalloc's, private: glibc could not free what it gives). */
+static void *_Atomic real_pmalloc, *_Atomic real_pfree;
+
+static void *resolve_default(void *_Atomic *slot, const char *name)
+{
+	void *p = atomic_load_explicit(slot, memory_order_acquire);
+	if (!p) {
+		p = dlsym(RTLD_DEFAULT, name);
+		if (!p)
+			fatal("no %s in the process", name);
+		atomic_store_explicit(slot, p, memory_order_release);
+	}
+	return p;
+}
+
+static void *prog_malloc(size_t n)
+{
+	return ((void *(*)(size_t))resolve_default(&real_pmalloc, "malloc"))(n);
+}
+
+static void prog_free(void *p)
+{
+	((void (*)(void *))resolve_default(&real_pfree, "free"))(p);
+}
+
 /* A cookie FILE over fd (proc: popen's FILE) with a bufsz buffer, or
- * NULL with errno set (ENOMEM). */
-static FILE *wrap(int fd, const char *cmode, FILE *proc, size_t bufsz)
+ * NULL with errno set (ENOMEM); *sp its record if sp. */
+static FILE *wrap(int fd, const char *cmode, FILE *proc, size_t bufsz, struct sfile **sp)
 {
 	struct sfile *s = rtalloc(sizeof *s);
-	char *buf = rtalloc(bufsz);
+	char *buf = prog_malloc(bufsz); /* glibc's to free, as a buffer it allocated */
 	FILE *f = NULL;
 	if (!s || !buf || !(f = fopencookie(s, cmode, s_funcs))) {
 		rtfree(s);
-		rtfree(buf);
+		if (buf)
+			prog_free(buf);
 		errno_set(ENOMEM);
 		return NULL;
 	}
 	s->fd = fd;
 	s->proc = proc;
 	s->file = f;
-	s->buf = buf;
 	f->_fileno = fd; /* fileno() as fdopen's; glibc's cookie FILEs say -2 */
-	/* glibc would give a cookie FILE BUFSIZ (it cannot stat it); the
-	 * program may still setvbuf its own (before its first I/O) */
+	/* glibc would give a cookie FILE BUFSIZ (it cannot stat it): the
+	 * buffer fdopen's would have, and then glibc's own, as if it had
+	 * allocated it (_IO_USER_BUF off): freed when glibc lets it go (at
+	 * close, freopen, a later setvbuf), and a wide stream's buffer sized
+	 * as glibc sizes it for its own (BUFSIZ wide characters, where a
+	 * user buffer's size would be taken) */
 	setvbuf(f, buf, _IOFBF, bufsz);
+	f->_flags &= ~IO_USER_BUF;
 	const void *vt = NULL;
 	atomic_compare_exchange_strong(&cookie_vtable, &vt, vtable_of(f));
+	if (layout_check(f, s) && !proc) {
+		/* a wide area, as fdopen's FILE has (glibc's cookie FILEs have
+		 * none and are byte-only: orientation -1, as popen's are): the
+		 * stream starts unoriented; fwide(f, 1) or a wide call turns it
+		 * into glibc's wide file FILE (_IO_wfile_jumps), whose reads and
+		 * writes are glibc's own on the fd - they block the OS thread,
+		 * as natively */
+		s->wd.vtable = _IO_wfile_jumps;
+		f->_wide_data = (struct _IO_wide_data *)(void *)&s->wd;
+		f->_mode = 0;
+	}
+	if (sp)
+		*sp = s;
 	return f;
 }
 
@@ -243,7 +389,7 @@ HOOK FILE *fdopen(int fd, const char *mode)
 		if (r < 0)
 			return (FILE *)sysret(r);
 	}
-	return wrap(fd, cmode, NULL, bufsz);
+	return wrap(fd, cmode, NULL, bufsz, NULL);
 }
 
 /* fork.c's popen: glibc's FILE f over its pipe becomes a cookie FILE
@@ -254,8 +400,118 @@ FILE *stdio_popen(FILE *f, const char *mode)
 	size_t bufsz;
 	if (!f || !cmode || !pollable(fileno(f), &bufsz))
 		return f;
-	FILE *c = wrap(fileno(f), cmode, f, bufsz);
+	FILE *c = wrap(fileno(f), cmode, f, bufsz, NULL);
 	return c ? c : f; /* out of memory: glibc's FILE, blocking as before */
+}
+
+/* ---- fopen of a FIFO by name ------------------------------------------------------
+ * glibc's fopen opens the file (a FIFO's open waits for the other end
+ * there, blocking the OS thread as natively: sysmon hands its P on) and
+ * makes its FILE; on a FIFO that FILE gives way to a cookie FILE over
+ * the same fd: with its _fileno -1 glibc's fclose frees it and closes
+ * nothing.  One fstat per fopen of a simple mode. */
+
+DEFREAL(fopen);
+DEFREAL(fopen64);
+DEFREAL(fclose);
+
+static FILE *fopen_fifo(FILE *f, const char *mode)
+{
+	const char *cmode = simple_mode(mode);
+	struct stat st;
+	if (!f || !cmode || sys3(SYS_fstat, fileno(f), &st, 0) < 0 || !S_ISFIFO(st.st_mode))
+		return f;
+	size_t bufsz = st.st_blksize > 0 && st.st_blksize < BUFSIZ ? (size_t)st.st_blksize : BUFSIZ;
+	int e = errno_get();
+	FILE *c = wrap(fileno(f), cmode, NULL, bufsz, NULL);
+	if (!c) {
+		errno_set(e);
+		return f; /* out of memory: glibc's FILE, blocking as before */
+	}
+	f->_fileno = -1; /* nothing read or written yet */
+	(void)REAL(fclose)(f);
+	errno_set(e);
+	return c;
+}
+
+HOOK FILE *fopen(const char *path, const char *mode)
+{
+	FILE *f = REAL(fopen)(path, mode);
+	return FROM_SHIM() || shim_native ? f : fopen_fifo(f, mode);
+}
+
+HOOK FILE *fopen64(const char *path, const char *mode)
+{
+	FILE *f = REAL(fopen64)(path, mode);
+	return FROM_SHIM() || shim_native ? f : fopen_fifo(f, mode);
+}
+
+/* ---- stdin and stdout ---------------------------------------------------------------
+ * glibc's stdin and stdout are static FILEs (_IO_2_1_stdin_, ...) that
+ * read and write through its internal calls.  At the shim's start,
+ * before the program's constructors (C++'s iostreams take stdout's value
+ * there), a stream whose fd is a socket, a pipe or a FIFO gets a cookie
+ * FILE made as fdopen's is, and the variable stdin/stdout (the one every
+ * caller reads, the program's copy-relocated one included) points to
+ * it.  stderr stays glibc's: unbuffered, and the runtime's own fatal
+ * reports write through it (they must not park).  Only a stream glibc
+ * has not touched yet (no buffer, unoriented) is replaced. */
+
+static void std_one(FILE **var, FILE *orig, int fd, const char *mode)
+{
+	size_t bufsz;
+	if (*var != orig || orig->_IO_buf_base || orig->_mode != 0 || !pollable(fd, &bufsz))
+		return;
+	struct sfile *s;
+	FILE *c = wrap(fd, mode, NULL, bufsz, &s);
+	if (!c)
+		return;
+	if (atomic_load_explicit(&layout, memory_order_relaxed) <= 0) {
+		s->fd = -1; /* glibc's layout unknown: leave it, closing nothing */
+		(void)REAL(fclose)(c);
+		return;
+	}
+	s->std = var;
+	s->orig = orig;
+	*var = c;
+}
+
+void stdio_std(void)
+{
+	if (shim_native)
+		return;
+	std_one(&stdin, &_IO_2_1_stdin_, 0, "r");
+	std_one(&stdout, &_IO_2_1_stdout_, 1, "w");
+}
+
+/* ---- freopen -------------------------------------------------------------------------
+ * glibc's freopen turns a cookie FILE into a plain file FILE in place
+ * (it never calls the cookie's close: the new file is dup3'd onto the
+ * fd), writing the wide area's vtable on the way - a fopencookie FILE
+ * has none (its _wide_data is -1) and glibc's freopen crashes on it.
+ * The FILEs made here have one, so glibc's freopen runs as on fdopen's
+ * (and frees their buffer, glibc's); the record stays with the FILE for
+ * its wide area until fclose (stdio_detach). */
+
+DEFREAL(freopen);
+DEFREAL(freopen64);
+
+HOOK FILE *freopen(const char *path, const char *mode, FILE *f)
+{
+	struct sfile *s = ours(f);
+	FILE *r = REAL(freopen)(path, mode, f);
+	if (s)
+		s->plain = true;
+	return r;
+}
+
+HOOK FILE *freopen64(const char *path, const char *mode, FILE *f)
+{
+	struct sfile *s = ours(f);
+	FILE *r = REAL(freopen64)(path, mode, f);
+	if (s)
+		s->plain = true;
+	return r;
 }
 
 /* ---- closing ------------------------------------------------------------------- */
@@ -276,4 +532,23 @@ int stdio_preclose(FILE *f)
 	if (!stdio_parks(f) || f->_IO_write_ptr <= f->_IO_write_base)
 		return 0;
 	return fflush(f);
+}
+
+/* fd.c's fclose, any thread, before glibc's fclose: the record of a FILE
+ * made here that glibc no longer closes through s_close (freopen made it
+ * a plain file FILE, or a wide call made it glibc's wide file FILE,
+ * whose close is glibc's own close of the fd), for stdio_release after
+ * glibc's fclose; else NULL.  (popen's FILEs are byte-only and freopen
+ * crashes in glibc on them, as on glibc's own: never plain or wide.) */
+void *stdio_detach(FILE *f)
+{
+	struct sfile *s = ours(f);
+	return s && (s->plain || !stdio_parks(f)) ? s : NULL;
+}
+
+/* After glibc's fclose (its result r): the record goes. */
+int stdio_release(void *rec, int r)
+{
+	sfree(rec);
+	return r;
 }

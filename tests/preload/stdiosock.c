@@ -46,8 +46,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <locale.h>
+#include <wchar.h>
 
 #include "check.h"
 
@@ -612,6 +615,462 @@ static int misc_case(void)
 	return 0;
 }
 
+/* ---- stdin and stdout over pipes (the std streams the shim replaces) ------------------ */
+
+/* OS threads of this process now in system call nr with fd for its first
+ * argument (/proc/self/task/T/syscall: "nr arg1 ...", or "running"). */
+static int in_syscall(long nr, long fd)
+{
+	DIR *d = opendir("/proc/self/task");
+	int n = 0;
+	struct dirent *e;
+	CHECK(d);
+	while ((e = readdir(d))) {
+		char path[300], buf[256];
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof path, "/proc/self/task/%s/syscall", e->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue; /* the thread ended */
+		long a, b;
+		if (fgets(buf, sizeof buf, f) && sscanf(buf, "%ld %lx", &a, &b) == 2 && a == nr &&
+		    b == fd)
+			n++;
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+#define STD_IN_LINES 300    /* lines main's parent writes to the child's stdin */
+#define STD_OUT_LINES 2000  /* lines of 1,000 bytes the child prints */
+#define STD_WORKERS 20      /* threads that work while those two wait */
+
+/* Line i of the child's stdin: (i * 37) % 5000 bytes, then '\n'. */
+static size_t std_in_len(int i)
+{
+	return (size_t)(i * 37) % 5000;
+}
+
+static void *std_reader(void *arg)
+{
+	(void)arg;
+	char *line = NULL;
+	size_t cap = 0;
+	arrive(); /* about to wait in getline(stdin) */
+	for (int i = 0; i < STD_IN_LINES; i++) {
+		ssize_t k = getline(&line, &cap, stdin);
+		size_t n = std_in_len(i);
+		CHECK(k == (ssize_t)n + 1 && line[n] == '\n');
+		for (size_t j = 0; j < n; j++)
+			CHECK(line[j] == pat(i, (long)j));
+	}
+	CHECK(getline(&line, &cap, stdin) == -1 && feof(stdin));
+	free(line);
+	return NULL;
+}
+
+static void *std_writer(void *arg)
+{
+	(void)arg;
+	char row[1001];
+	arrive(); /* about to print 2 MB that nobody reads yet */
+	for (int i = 0; i < STD_OUT_LINES; i++) {
+		for (int j = 0; j < 1000; j++)
+			row[j] = pat(i, j);
+		row[1000] = 0;
+		CHECK(printf("%s\n", row) == 1001);
+	}
+	CHECK(fflush(stdout) == 0);
+	return NULL;
+}
+
+/* Token passing between two threads over pipes: the scheduler's work. */
+static void *std_worker(void *arg)
+{
+	int *p = arg; /* p[0] read, p[1] write */
+	char c;
+	for (int i = 0; i < 200; i++) {
+		CHECK(read(p[0], &c, 1) == 1);
+		CHECK(write(p[1], &c, 1) == 1);
+	}
+	return NULL;
+}
+
+/* The child, stdin and stdout pipes, fd 3 a pipe to its parent: one
+ * thread reads stdin, one prints 2 MB to stdout, while neither has any
+ * to read or room to write, STD_WORKERS threads pass tokens; then "inread=R
+ * inwrite=W waiting_threads=T" on fd 3 - the OS threads blocked in
+ * read(0) and write(1) (under the shim: none, the two park) - and they
+ * go on once the parent writes and reads. */
+static int stdchild_case(void)
+{
+	pthread_t r, w, wk[STD_WORKERS];
+	int pp[STD_WORKERS][2][2];
+	CHECK(pthread_create(&r, NULL, std_reader, NULL) == 0);
+	CHECK(pthread_create(&w, NULL, std_writer, NULL) == 0);
+	open_gate(2); /* both wait, 30 samples on */
+	int inread = in_syscall(0, 0), inwrite = in_syscall(1, 1);
+	int waiting = waited;
+	for (int i = 0; i < STD_WORKERS; i++) {
+		CHECK(pipe(pp[i][0]) == 0 && pipe(pp[i][1]) == 0);
+		int *a = malloc(2 * sizeof(int)), *b = malloc(2 * sizeof(int));
+		CHECK(a && b);
+		a[0] = pp[i][0][0], a[1] = pp[i][1][1]; /* reads ring 0, writes ring 1 */
+		b[0] = pp[i][1][0], b[1] = pp[i][0][1];
+		CHECK(pthread_create(&wk[i], NULL, std_worker, a) == 0);
+		CHECK(write(pp[i][0][1], "t", 1) == 1);
+		pthread_t t;
+		CHECK(pthread_create(&t, NULL, std_worker, b) == 0);
+		CHECK(pthread_join(t, NULL) == 0);
+	}
+	for (int i = 0; i < STD_WORKERS; i++)
+		CHECK(pthread_join(wk[i], NULL) == 0);
+	/* the workers are done while stdin and stdout still wait */
+	CHECK(in_syscall(0, 0) == inread);
+	char msg[128];
+	int k = snprintf(msg, sizeof msg, "inread=%d inwrite=%d waiting_threads=%d\n", inread, inwrite,
+			 waiting);
+	write_all(3, msg, (size_t)k);
+	close(3);
+	CHECK(pthread_join(r, NULL) == 0);
+	CHECK(pthread_join(w, NULL) == 0);
+	return 0;
+}
+
+static int std_inw; /* the child's stdin, written by std_feed */
+
+static void *std_feed(void *arg)
+{
+	(void)arg;
+	char *line = malloc(5001);
+	CHECK(line);
+	for (int i = 0; i < STD_IN_LINES; i++) {
+		size_t n = std_in_len(i);
+		for (size_t j = 0; j < n; j++)
+			line[j] = pat(i, (long)j);
+		line[n] = '\n';
+		write_all(std_inw, line, n + 1);
+	}
+	close(std_inw);
+	free(line);
+	return NULL;
+}
+
+/* The parent: runs this program's "stdchild" with pipes for stdin, stdout
+ * and fd 3 (under the shim the child is under it too), reads its report,
+ * then feeds its stdin and checks every byte of its stdout. */
+static int std_case(void)
+{
+	int in[2], out[2], ctl[2]; /* close-on-exec: the child keeps only 0, 1, 3 */
+	CHECK(pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0 && pipe2(ctl, O_CLOEXEC) == 0);
+	fflush(stdout);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(ctl[1], 3) < 0)
+			_exit(126);
+		execl("/proc/self/exe", "stdiosock", "stdchild", "1", "-q", (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]), close(out[1]), close(ctl[1]);
+	char rep[128];
+	size_t got = 0;
+	ssize_t k;
+	while (got < sizeof rep - 1 && (k = read(ctl[0], rep + got, sizeof rep - 1 - got)) > 0)
+		got += (size_t)k;
+	rep[got] = 0;
+	close(ctl[0]);
+	CHECK(strchr(rep, '\n'));
+	std_inw = in[1];
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, std_feed, NULL) == 0);
+	char row[1001];
+	for (int i = 0; i < STD_OUT_LINES; i++) {
+		read_all(out[0], row, sizeof row);
+		for (int j = 0; j < 1000; j++)
+			CHECK(row[j] == pat(i, j));
+		CHECK(row[1000] == '\n');
+	}
+	char c;
+	CHECK(read(out[0], &c, 1) == 0);
+	close(out[0]);
+	CHECK(pthread_join(t, NULL) == 0);
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	printf("%s", rep); /* the child's figures, then "ok std" */
+	return 0;
+}
+
+/* ---- stdout's buffering and order, as natively ------------------------------------------
+ * Printed from a thread: stdio calls of every kind mixed with the
+ * program's own write(1, ...), in each buffering mode, and 3,000 lines
+ * across many buffer flushes: the test compares every byte with a native
+ * run (a fully buffered pipe flushes at 4,096 bytes; line buffering or
+ * another size would move the W lines). */
+static void *order_thread(void *arg)
+{
+	(void)arg;
+	printf("fwide %d\n", fwide(stdout, 0));
+	printf("a %d\n", 1);
+	write(1, "W1\n", 3);
+	puts("b");
+	putchar('c');
+	putchar_unlocked('\n');
+	fputs("d\n", stdout);
+	fwrite("e\n", 1, 2, stdout);
+	write(1, "W2\n", 3);
+	fflush(stdout);
+	write(1, "W3\n", 3);
+	for (int i = 0; i < 3000; i++) {
+		printf("line %d %.*s\n", i, i % 50, "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz");
+		if (i % 97 == 0)
+			write(1, "W\n", 2);
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	printf("f\n");
+	write(1, "W4\n", 3);
+	printf("g");
+	write(1, "W5\n", 3);
+	printf("\n");
+	setvbuf(stdout, NULL, _IONBF, 0);
+	printf("h");
+	write(1, "W6\n", 3);
+	fprintf(stderr, "to stderr %d\n", 7);
+	printf("last, flushed by exit\n");
+	return NULL;
+}
+
+static int order_case(void)
+{
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, order_thread, NULL) == 0);
+	CHECK(pthread_join(t, NULL) == 0);
+	return 0;
+}
+
+/* The same with wide output on stdout (fwide, wprintf, putwchar). */
+static void *wideout_thread(void *arg)
+{
+	(void)arg;
+	CHECK(setlocale(LC_ALL, "C.UTF-8"));
+	write(1, "W0\n", 3);
+	CHECK(fwide(stdout, 1) > 0);
+	for (int i = 0; i < 2000; i++) {
+		wprintf(L"ligne %d \u00e9t\u00e9 %ls\n", i, L"\u20ac\u00fc");
+		if (i % 101 == 0)
+			write(1, "W\n", 2);
+	}
+	putwchar(L'\u00e9');
+	putwchar(L'\n');
+	CHECK(fwide(stdout, 0) > 0);
+	return NULL;
+}
+
+static int wideout_case(void)
+{
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, wideout_thread, NULL) == 0);
+	CHECK(pthread_join(t, NULL) == 0);
+	return 0;
+}
+
+/* ---- fopen of a FIFO by name -------------------------------------------------------- */
+
+static char fifodir[64];
+static int *fifo_w; /* each FIFO's write end, opened O_RDWR first (no wait) */
+
+static void fifo_path(char *buf, size_t cap, int i)
+{
+	snprintf(buf, cap, "%s/f%d", fifodir, i);
+}
+
+static void *fifo_reader(void *arg)
+{
+	int id = (int)(intptr_t)arg;
+	char path[96], line[256], want[256];
+	fifo_path(path, sizeof path, id);
+	FILE *f = fopen(path, "r");
+	CHECK(f && fileno(f) >= 0);
+	arrive(); /* about to wait in fgets */
+	for (int i = 0; i < 20; i++) {
+		snprintf(want, sizeof want, "fifo %d line %d %.*s\n", id, i, i * 7, fifodir);
+		CHECK(fgets(line, sizeof line, f) && !strcmp(line, want));
+	}
+	CHECK(!fgets(line, sizeof line, f) && feof(f));
+	CHECK(fclose(f) == 0);
+	return NULL;
+}
+
+static int fifo_case(int n)
+{
+	strcpy(fifodir, "/tmp/weft-fifo.XXXXXX");
+	CHECK(mkdtemp(fifodir));
+	fifo_w = calloc((size_t)n, sizeof *fifo_w);
+	pthread_t *t = calloc((size_t)n, sizeof *t);
+	CHECK(fifo_w && t);
+	for (int i = 0; i < n; i++) {
+		char path[96];
+		fifo_path(path, sizeof path, i);
+		CHECK(mkfifo(path, 0600) == 0);
+		CHECK((fifo_w[i] = open(path, O_RDWR)) >= 0);
+		CHECK(pthread_create(&t[i], NULL, fifo_reader, (void *)(intptr_t)i) == 0);
+	}
+	open_gate(n);
+	for (int i = 0; i < n; i++) {
+		char line[256];
+		for (int j = 0; j < 20; j++) {
+			int k = snprintf(line, sizeof line, "fifo %d line %d %.*s\n", i, j, j * 7, fifodir);
+			write_all(fifo_w[i], line, (size_t)k);
+		}
+		close(fifo_w[i]); /* the last writer: the reader sees EOF */
+	}
+	for (int i = 0; i < n; i++) {
+		char path[96];
+		CHECK(pthread_join(t[i], NULL) == 0);
+		fifo_path(path, sizeof path, i);
+		unlink(path);
+	}
+	rmdir(fifodir);
+	return 0;
+}
+
+/* ---- freopen and wide characters on FILEs over sockets ------------------------------ */
+
+/* The whole of path, NUL-terminated, in buf. */
+static void slurp(const char *path, char *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY);
+	CHECK(fd >= 0);
+	size_t got = 0;
+	ssize_t k;
+	while (got < cap - 1 && (k = read(fd, buf + got, cap - 1 - got)) > 0)
+		got += (size_t)k;
+	buf[got] = 0;
+	close(fd);
+}
+
+static void *reopen_thread(void *arg)
+{
+	(void)arg;
+	char path[] = "/tmp/weft-reopen.XXXXXX", buf[256];
+	CHECK(setlocale(LC_ALL, "C.UTF-8"));
+	int tfd = mkstemp(path);
+	CHECK(tfd >= 0);
+	close(tfd);
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+
+	/* freopen flushes to the socket, then the fd is the file's */
+	FILE *f = fdopen(sv[0], "w");
+	CHECK(f && fputs("before\n", f) >= 0);
+	CHECK(freopen(path, "w", f) == f);
+	CHECK(read(sv[1], buf, sizeof buf) == 7 && !memcmp(buf, "before\n", 7));
+	CHECK(fileno(f) == sv[0]);
+	CHECK(fwide(f, 0) == 0);
+	CHECK(fputs("in the file\n", f) >= 0);
+	CHECK(fclose(f) == 0);
+	slurp(path, buf, sizeof buf);
+	CHECK(!strcmp(buf, "in the file\n"));
+
+	/* wide after freopen */
+	close(sv[1]);
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	f = fdopen(sv[0], "w");
+	CHECK(f && freopen(path, "w", f) == f);
+	CHECK(fwide(f, 1) > 0);
+	CHECK(fputws(L"wide \u00e9\n", f) >= 0);
+	CHECK(fclose(f) == 0);
+	slurp(path, buf, sizeof buf);
+	CHECK(!strcmp(buf, "wide \xc3\xa9\n"));
+
+	/* many, for a leak to show in a long run */
+	for (int i = 0; i < 200; i++) {
+		int p[2];
+		CHECK(pipe(p) == 0);
+		FILE *g = fdopen(p[1], "w");
+		CHECK(g && freopen("/dev/null", "w", g) == g);
+		CHECK(fclose(g) == 0);
+		close(p[0]);
+	}
+
+	/* stdout freopen'd to a file, closed, used after: in a child */
+	fflush(stdout);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		if (freopen(path, "w", stdout) != stdout)
+			_exit(3);
+		printf("child to file\n");
+		if (fclose(stdout) != 0)
+			_exit(4);
+		printf("after fclose\n"); /* goes nowhere, harms nothing */
+		exit(0);
+	}
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	slurp(path, buf, sizeof buf);
+	CHECK(!strcmp(buf, "child to file\n"));
+	unlink(path);
+	close(sv[1]);
+	return NULL;
+}
+
+static int reopen_case(void)
+{
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, reopen_thread, NULL) == 0);
+	CHECK(pthread_join(t, NULL) == 0);
+	return 0;
+}
+
+static void *wide_thread(void *arg)
+{
+	(void)arg;
+	CHECK(setlocale(LC_ALL, "C.UTF-8"));
+	int sv[2];
+	wchar_t wb[64];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	FILE *w = fdopen(sv[0], "w"), *r = fdopen(sv[1], "r");
+	CHECK(w && r);
+	CHECK(fwide(w, 0) == 0 && fwide(r, 0) == 0);
+	CHECK(fputws(L"h\u00e9llo w\u00f6rld\n", w) >= 0);
+	CHECK(fputwc(L'\u20ac', w) == L'\u20ac');
+	CHECK(fwprintf(w, L"%d %ls\n", 42, L"\u00fc") > 0);
+	CHECK(fflush(w) == 0);
+	CHECK(fwide(w, 0) > 0);
+	CHECK(fgetws(wb, 64, r) && !wcscmp(wb, L"h\u00e9llo w\u00f6rld\n"));
+	CHECK(fgetwc(r) == L'\u20ac');
+	int v;
+	CHECK(fwscanf(r, L"%d %ls", &v, wb) == 2 && v == 42 && !wcscmp(wb, L"\u00fc"));
+	CHECK(fgetwc(r) == L'\n');
+	CHECK(ungetwc(L'x', r) == L'x' && fgetwc(r) == L'x');
+	/* a byte stream stays one */
+	FILE *b = fdopen(dup(sv[0]), "w");
+	CHECK(b && fputs("x", b) >= 0 && fwide(b, 1) < 0);
+	CHECK(fputwc(L'y', b) == WEOF);
+	CHECK(fclose(b) == 0);
+	CHECK(fclose(w) == 0); /* EOF for r, after b's x */
+	CHECK(fgetwc(r) == L'x' && fgetwc(r) == WEOF && feof(r));
+	CHECK(fclose(r) == 0);
+	/* popen's FILEs are byte-only, as glibc's */
+	FILE *p = popen("cat >/dev/null; exit 5", "w");
+	CHECK(p && fwide(p, 1) < 0 && fputws(L"\u00e9\n", p) < 0 && fputs("b\n", p) >= 0);
+	int st = pclose(p);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 5);
+	return NULL;
+}
+
+static int wide_case(void)
+{
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, wide_thread, NULL) == 0);
+	CHECK(pthread_join(t, NULL) == 0);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -634,18 +1093,37 @@ int main(int argc, char **argv)
 		r = popen_case(n);
 	else if (!strcmp(c, "misc"))
 		r = misc_case();
+	else if (!strcmp(c, "std"))
+		r = std_case();
+	else if (!strcmp(c, "stdchild"))
+		r = stdchild_case();
+	else if (!strcmp(c, "order"))
+		r = order_case();
+	else if (!strcmp(c, "wideout"))
+		r = wideout_case();
+	else if (!strcmp(c, "fifo") && n > 0)
+		r = fifo_case(n);
+	else if (!strcmp(c, "reopen"))
+		r = reopen_case();
+	else if (!strcmp(c, "wide"))
+		r = wide_case();
 	else
 		goto usage;
 	pthread_mutex_lock(&mu);
 	stop = true;
 	pthread_mutex_unlock(&mu);
 	pthread_join(s, NULL);
+	if (!strcmp(c, "order") || !strcmp(c, "wideout"))
+		return r; /* their output is compared whole */
+	if (!strcmp(c, "stdchild"))
+		return r; /* its stdout is its parent's to check */
 	if (quiet)
 		printf("ok %s\n", c);
 	else
 		printf("ok %s max_threads=%d waiting_threads=%d\n", c, max_threads, waited);
 	return r;
 usage:
-	fprintf(stderr, "usage: stdiosock server|getline|fread|slowwriter|popen N [-q] | misc\n");
+	fprintf(stderr, "usage: stdiosock server|getline|fread|slowwriter|popen|fifo N [-q] | "
+			"misc|std|order|wideout|reopen|wide\n");
 	return 2;
 }
