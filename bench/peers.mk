@@ -57,7 +57,7 @@ $(BUILD)/bench/epoll_echo: bench/epoll_echo.c
 	@mkdir -p $(@D)
 	$(CC) $(PEERS_CFLAGS) -o $@ $<
 
-$(BUILD)/examples/echo_threads: examples/echo_threads.c
+$(BUILD)/examples/echo_threads: examples/echo_threads.c examples/echo_server.h
 	@mkdir -p $(@D)
 	$(CC) $(PEERS_CFLAGS) -o $@ $<
 

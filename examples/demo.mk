@@ -24,6 +24,6 @@ demo: $(BUILD)/examples/echo_threads $(BUILD)/examples/echo_stdio $(BUILD)/bench
 	@BUILD=$(BUILD) DEMO_CONNS=$(DEMO_CONNS) DEMO_SECS=$(DEMO_SECS) DEMO_PROCS=$(DEMO_PROCS) \
 		DEMO_RUNS=$(DEMO_RUNS) DEMO_SERVERS="$(DEMO_SERVERS)" examples/demo.sh
 
-$(BUILD)/examples/echo_stdio: examples/echo_stdio.c
+$(BUILD)/examples/echo_stdio: examples/echo_stdio.c examples/echo_server.h
 	@mkdir -p $(@D)
 	$(CC) $(PEERS_CFLAGS) -o $@ $<
