@@ -19,11 +19,11 @@
  * The cookie FILE is made to look like fdopen's: its _fileno is the fd
  * (fileno() works, fclose closes the fd; glibc's cookie FILEs say -2),
  * the mode is checked against the fd's access mode and "a" sets
- * O_APPEND, as fdopen does, and its buffer is the size fdopen's would
- * be (st_blksize: 4 KiB on a socket or pipe; glibc would give a cookie
- * FILE BUFSIZ), set with setvbuf and freed at close.  Difference: the
- * stream is byte-oriented only (fwide(f, 1) fails, wide reads and
- * writes return WEOF: glibc gives a cookie FILE no wide buffers).  A
+ * O_APPEND, as fdopen does, its buffer is the size fdopen's would be
+ * (st_blksize: 4 KiB on a socket or pipe; glibc would give a cookie FILE
+ * BUFSIZ) and glibc's own, and it has a wide-character area as fdopen's
+ * FILE has (glibc gives a cookie FILE none: byte-only): wide calls work,
+ * through glibc's wide file FILE, blocking the OS thread as natively.  A
  * mode fdopen gives meaning beyond r/w/a/+/b/x/e ("m", ",ccs=") gets
  * glibc's own fdopen.
  *
@@ -32,9 +32,9 @@
  * whose close is glibc's pclose of the original (close the fd, wait for
  * the child): pclose and fclose of it return the child's status.
  *
- * Not covered: stdin/stdout/stderr (static FILEs glibc made before the
- * shim could act) and fopen of a FIFO by name - they block their OS
- * thread as before (docs/hooks.md "Calls weft does not see").
+ * Also: fopen of a FIFO by name, stdin and stdout when they are sockets,
+ * pipes or FIFOs (replaced at the shim's start), freopen of a FILE made
+ * here.  Not: stderr, freopen of a FIFO by name (docs/hooks.md).
  */
 #include "shim.h"
 
