@@ -162,6 +162,24 @@ Test(stdio, stdout_bytes_and_order_as_natively, .timeout = 300)
 	}
 }
 
+/* C++: cout, printf, puts and write(1, ...) on one stdout, cerr on
+ * stderr (tests/preload/stdio_cxx.cc): byte for byte as natively - cout
+ * is bound to the same stdout FILE as printf (the shim replaces stdout
+ * before the program's constructors, where ios_base::Init runs). */
+Test(stdio, cxx_streams_share_stdout, .timeout = 300)
+{
+	const char *a[] = { h_prog("stdio_cxx"), NULL };
+	h_run(&N, a, NULL, NULL, 60);
+	cr_assert_eq(h_code(&N), 0, "natively: %s", N.err);
+	for (int procs = 1; procs <= 2; procs++) {
+		h_shim_run(&R, procs, a, NULL, NULL, 60);
+		cr_assert_eq(h_code(&R), 0, "procs %d: %s", procs, R.err);
+		cr_expect(R.nout == N.nout && !memcmp(R.out, N.out, N.nout),
+			  "procs %d: stdout differs (%zu bytes, natively %zu)", procs, R.nout, N.nout);
+		cr_expect_str_eq(R.err, N.err, "procs %d", procs);
+	}
+}
+
 /* fopen of FIFOs by name, 50 threads in fgets on them. */
 Test(stdio, fopen_fifo_by_name, .timeout = 300)
 {
