@@ -133,14 +133,14 @@ static const void *vtable_of(FILE *f)
  * fopencookie's FILE is glibc's struct locked_FILE (libio/iofopncook.c):
  * struct _IO_cookie_file { struct _IO_FILE_plus; void *__cookie;
  * cookie_io_functions_t; } then the FILE's _IO_lock_t, which its _lock
- * points to.  So a FILE whose _lock is that far past it, and whose read
- * function there is s_read, is one made here, whatever glibc has since
- * made of its vtable (wide, or freopen's plain file).  (glibc keeps the
- * functions mangled with its pointer guard: they are compared with those
- * of the first FILE made here.)  Both this and the
- * wide area's layout are checked once against the real thing
- * (layout_check); if either differs the FILEs made here are byte-only
- * cookie FILEs as before, and the std streams stay glibc's. */
+ * points to.  So a FILE whose _lock is that far past it, and whose four
+ * functions there are s_funcs, is one made here, whatever glibc has
+ * since made of its vtable (wide, or freopen's plain file).  (glibc keeps
+ * the functions mangled with its pointer guard: they are compared with
+ * those of the first FILE made here.)  Both this and the wide area's
+ * layout are checked once against the real thing (layout_check); if
+ * either differs the FILEs made here are byte-only cookie FILEs as
+ * before, and the std streams stay glibc's. */
 
 /* What follows the struct _IO_FILE_plus in a cookie FILE. */
 struct ctail {
@@ -496,22 +496,25 @@ void stdio_std(void)
 DEFREAL(freopen);
 DEFREAL(freopen64);
 
-HOOK FILE *freopen(const char *path, const char *mode, FILE *f)
+/* After glibc's freopen of f (s: ours(f) before it): the FILE is a plain
+ * file FILE now, whatever r says (on failure glibc has closed it). */
+static FILE *reopened(struct sfile *s, FILE *r)
 {
-	struct sfile *s = ours(f);
-	FILE *r = REAL(freopen)(path, mode, f);
 	if (s)
 		s->plain = true;
 	return r;
 }
 
+HOOK FILE *freopen(const char *path, const char *mode, FILE *f)
+{
+	struct sfile *s = ours(f);
+	return reopened(s, REAL(freopen)(path, mode, f));
+}
+
 HOOK FILE *freopen64(const char *path, const char *mode, FILE *f)
 {
 	struct sfile *s = ours(f);
-	FILE *r = REAL(freopen64)(path, mode, f);
-	if (s)
-		s->plain = true;
-	return r;
+	return reopened(s, REAL(freopen64)(path, mode, f));
 }
 
 /* ---- closing ------------------------------------------------------------------- */

@@ -617,6 +617,15 @@ static int misc_case(void)
 
 /* ---- stdin and stdout over pipes (the std streams the shim replaces) ------------------ */
 
+/* A case that runs on a thread of its own (a G under the shim), not main. */
+static int in_thread(void *(*fn)(void *))
+{
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, fn, NULL) == 0);
+	CHECK(pthread_join(t, NULL) == 0);
+	return 0;
+}
+
 /* OS threads of this process now in system call nr with fd for its first
  * argument (/proc/self/task/T/syscall: "nr arg1 ...", or "running"). */
 static int in_syscall(long nr, long fd)
@@ -843,14 +852,6 @@ static void *order_thread(void *arg)
 	return NULL;
 }
 
-static int order_case(void)
-{
-	pthread_t t;
-	CHECK(pthread_create(&t, NULL, order_thread, NULL) == 0);
-	CHECK(pthread_join(t, NULL) == 0);
-	return 0;
-}
-
 /* The same with wide output on stdout (fwide, wprintf, putwchar). */
 static void *wideout_thread(void *arg)
 {
@@ -867,14 +868,6 @@ static void *wideout_thread(void *arg)
 	putwchar(L'\n');
 	CHECK(fwide(stdout, 0) > 0);
 	return NULL;
-}
-
-static int wideout_case(void)
-{
-	pthread_t t;
-	CHECK(pthread_create(&t, NULL, wideout_thread, NULL) == 0);
-	CHECK(pthread_join(t, NULL) == 0);
-	return 0;
 }
 
 /* ---- fopen of a FIFO by name -------------------------------------------------------- */
@@ -1018,14 +1011,6 @@ static void *reopen_thread(void *arg)
 	return NULL;
 }
 
-static int reopen_case(void)
-{
-	pthread_t t;
-	CHECK(pthread_create(&t, NULL, reopen_thread, NULL) == 0);
-	CHECK(pthread_join(t, NULL) == 0);
-	return 0;
-}
-
 static void *wide_thread(void *arg)
 {
 	(void)arg;
@@ -1063,14 +1048,6 @@ static void *wide_thread(void *arg)
 	return NULL;
 }
 
-static int wide_case(void)
-{
-	pthread_t t;
-	CHECK(pthread_create(&t, NULL, wide_thread, NULL) == 0);
-	CHECK(pthread_join(t, NULL) == 0);
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -1098,15 +1075,15 @@ int main(int argc, char **argv)
 	else if (!strcmp(c, "stdchild"))
 		r = stdchild_case();
 	else if (!strcmp(c, "order"))
-		r = order_case();
+		r = in_thread(order_thread);
 	else if (!strcmp(c, "wideout"))
-		r = wideout_case();
+		r = in_thread(wideout_thread);
 	else if (!strcmp(c, "fifo") && n > 0)
 		r = fifo_case(n);
 	else if (!strcmp(c, "reopen"))
-		r = reopen_case();
+		r = in_thread(reopen_thread);
 	else if (!strcmp(c, "wide"))
-		r = wide_case();
+		r = in_thread(wide_thread);
 	else
 		goto usage;
 	pthread_mutex_lock(&mu);
