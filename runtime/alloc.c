@@ -142,20 +142,12 @@ static extent_hooks_t hooks = {
  * on the paths a thread uses often. */
 static uintptr_t je_enter(struct m *m)
 {
-	if (!m || likely(m->fscur == m->fsbase))
-		return 0;
-	uintptr_t fs = m->fscur;
-	m->fscur = m->fsbase;
-	tls_setfs(m->fsbase);
-	return fs;
+	return tls_ownenter(m);
 }
 
 static void je_leave(struct m *m, uintptr_t fs)
 {
-	if (likely(!fs))
-		return;
-	m->fscur = fs;
-	tls_setfs(fs);
+	tls_ownleave(m, fs);
 }
 
 void allocinit(void)
