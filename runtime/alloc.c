@@ -197,8 +197,10 @@ void *rtalloc(size_t size)
 	uintptr_t fs = je_enter(m);
 	void *p = mallocx(size ? size : 1, allocflags(m) | MALLOCX_ZERO);
 	je_leave(m, fs);
-	if (!p)
-		errno = ENOMEM; /* on the G's own TLS again */
+	/* on the G's own TLS again; not from a scheduler context, which may
+	 * have kept a block whose G runs on another M (tls.c, g0keep) */
+	if (!p && (!m || m->curg))
+		errno = ENOMEM;
 	return p;
 }
 
