@@ -7,7 +7,12 @@
 #   MDB_TEST=oltp_point_select MDB_SECS=10 MDB_PROCS=2 MDB_MODES="native weft pool"
 #
 # Modes: native; weft (weft run, its default: each thread its own TLS);
-# shared (weft run with WEFT_TLS=shared); pool (thread_handling=pool-of-threads).
+# weft-nokeep (the same with WEFT_DEBUG=g0keep=0: the scheduler on its own
+# TLS, two FS loads per trip through it); shared (weft run with
+# WEFT_TLS=shared); pool (thread_handling=pool-of-threads).
+# MDB_SCHEDTRACE=1: the weft modes run with schedtrace, and the line shows
+# per transaction the G switches (G->G, G->scheduler, scheduler->G) and
+# the FS base loads, from the server's last SCHED line.
 #
 # One line per run: mode threads tps errors p95_ms os_threads; the server's
 # first line of its crash report is shown when it dies.  Unix socket only
@@ -25,6 +30,8 @@ for c in mariadbd mariadb-install-db sysbench; do
 done
 [ "$(id -u)" = 0 ] || { echo "mariadb: skipped (needs root to run mariadbd as root)"; exit 0; }
 weft=$(cd "$(dirname "$0")/.." && pwd)/$BUILD/bin/weft
+wdebug=
+[ "${MDB_SCHEDTRACE:-0}" = 1 ] && wdebug=schedtrace=1000
 d=$(mktemp -d /tmp/weft-mdb.XXXXXX)
 spid=
 stop() {
@@ -43,7 +50,8 @@ mariadb-install-db --no-defaults --user=root --datadir="$d/data" --auth-root-aut
 start() { # start MODE
 	local pre=() extra=()
 	case $1 in
-	weft) pre=("$weft" run --procs "$procs" --) ;;
+	weft) pre=(env WEFT_DEBUG="$wdebug" "$weft" run --procs "$procs" --) ;;
+	weft-nokeep) pre=(env WEFT_DEBUG="${wdebug:+$wdebug,}g0keep=0" "$weft" run --procs "$procs" --) ;;
 	shared) pre=(env WEFT_TLS=shared "$weft" run --procs "$procs" --) ;;
 	pool) extra=(--thread-handling=pool-of-threads) ;;
 	esac
@@ -87,6 +95,12 @@ for n in $threads; do
 		printf "%-8s %8s %10s %8s %8s %8s %s\n" "$m" "$n" "${tps:-FAIL}" "${err:--}" "${p95:--}" "$maxt" \
 			"$([ "$alive" = yes ] || echo "server died: $(grep -m1 -i 'signal\|assert' "$d/server.log")")"
 		[ -n "$tps" ] || tail -5 "$d/run.out"
+		tx=$(awk '/transactions:/ { print $2 }' "$d/run.out")
 		stop
+		# per transaction, from the last SCHED line (counts since start)
+		grep SCHED "$d/server.log" | tail -1 | sed 's/.*switches=/switches=/' |
+			awk -F'[=/ ]' -v tx="${tx:-0}" 'tx > 0 && NF >= 6 {
+				printf "         per transaction: switches G->G %.2f G->sched %.2f sched->G %.2f, FS loads %.2f\n",
+					$2 / tx, $3 / tx, $4 / tx, $6 / tx }'
 	done
 done

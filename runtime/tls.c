@@ -33,9 +33,10 @@
  * The runtime's own thread-locals stay right whatever FS points at: tls_m
  * is initial-exec, at the same offset from the thread pointer in every
  * block, and the switch writes the M into the next G's block before it
- * loads the FS base (a signal at any instruction sees the right M).  The
- * scheduler context (g0) always runs on the M's own TLS, so a block is
- * loaded only on the M that runs its G.
+ * loads the FS base (a signal at any instruction sees the right M).
+ * Under the shim the scheduler context (g0) keeps the last G's block
+ * loaded, which another M may then run its G on: see "the scheduler
+ * keeps the G's block" below for what keeps that right.
  */
 #define _GNU_SOURCE
 #include <asm/prctl.h>
