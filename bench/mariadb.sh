@@ -7,7 +7,15 @@
 #   MDB_TEST=oltp_point_select MDB_SECS=10 MDB_PROCS=2 MDB_MODES="native weft pool"
 #
 # Modes: native; weft (weft run, its default: each thread its own TLS);
-# shared (weft run with WEFT_TLS=shared); pool (thread_handling=pool-of-threads).
+# weft-nokeep (the same with WEFT_DEBUG=g0keep=0: the scheduler on its own
+# TLS, two FS loads per trip through it); shared (weft run with
+# WEFT_TLS=shared); pool (thread_handling=pool-of-threads).
+# MDB_WEFT_DEBUG: WEFT_DEBUG for the weft modes (e.g. kwait=0).
+# MDB_SCHEDTRACE=1: the weft modes run with schedtrace, and the line shows
+# per transaction the G switches (G->G, G->scheduler, scheduler->G) and
+# the FS base loads, from the server's last SCHED line.  MDB_STRACE=1: the
+# server runs under strace -c -f and the line shows its system calls per
+# transaction (strace slows it: compare the counts, not the tps).
 #
 # One line per run: mode threads tps errors p95_ms os_threads; the server's
 # first line of its crash report is shown when it dies.  Unix socket only
@@ -25,6 +33,8 @@ for c in mariadbd mariadb-install-db sysbench; do
 done
 [ "$(id -u)" = 0 ] || { echo "mariadb: skipped (needs root to run mariadbd as root)"; exit 0; }
 weft=$(cd "$(dirname "$0")/.." && pwd)/$BUILD/bin/weft
+wdebug=${MDB_WEFT_DEBUG:-}
+[ "${MDB_SCHEDTRACE:-0}" = 1 ] && wdebug=${wdebug:+$wdebug,}schedtrace=1000
 d=$(mktemp -d /tmp/weft-mdb.XXXXXX)
 spid=
 stop() {
@@ -43,7 +53,8 @@ mariadb-install-db --no-defaults --user=root --datadir="$d/data" --auth-root-aut
 start() { # start MODE
 	local pre=() extra=()
 	case $1 in
-	weft) pre=("$weft" run --procs "$procs" --) ;;
+	weft) pre=(env WEFT_DEBUG="$wdebug" "$weft" run --procs "$procs" --) ;;
+	weft-nokeep) pre=(env WEFT_DEBUG="${wdebug:+$wdebug,}g0keep=0" "$weft" run --procs "$procs" --) ;;
 	shared) pre=(env WEFT_TLS=shared "$weft" run --procs "$procs" --) ;;
 	pool) extra=(--thread-handling=pool-of-threads) ;;
 	esac
@@ -70,6 +81,14 @@ printf "%-8s %8s %10s %8s %8s %8s\n" mode threads tps errors p95_ms threads_os
 for n in $threads; do
 	for m in $modes; do
 		start "$m" || continue
+		tpid=
+		rm -f "$d/strace.out"
+		if [ "${MDB_STRACE:-0}" = 1 ]; then
+			strace -f -c -o "$d/strace.out" -p "$spid" 2>/dev/null &
+			tpid=$!
+			sleep 1
+		fi
+		cpu0=$(awk '{ print $14 + $15 }' /proc/"$spid"/stat 2>/dev/null)
 		sb --threads="$n" --time="$secs" --report-interval=0 run >"$d/run.out" 2>&1 &
 		cpid=$!
 		maxt=0
@@ -79,6 +98,8 @@ for n in $threads; do
 			sleep 0.5
 		done
 		wait "$cpid"
+		cpu1=$(awk '{ print $14 + $15 }' /proc/"$spid"/stat 2>/dev/null)
+		[ -n "$tpid" ] && { kill -INT "$tpid"; wait "$tpid"; }
 		tps=$(awk '/transactions:/ { gsub(/\(/, "", $3); print $3 }' "$d/run.out")
 		err=$(awk '/ignored errors:/ { print $3 }' "$d/run.out")
 		p95=$(awk '/95th percentile:/ { print $3 }' "$d/run.out")
@@ -87,6 +108,22 @@ for n in $threads; do
 		printf "%-8s %8s %10s %8s %8s %8s %s\n" "$m" "$n" "${tps:-FAIL}" "${err:--}" "${p95:--}" "$maxt" \
 			"$([ "$alive" = yes ] || echo "server died: $(grep -m1 -i 'signal\|assert' "$d/server.log")")"
 		[ -n "$tps" ] || tail -5 "$d/run.out"
+		tx=$(awk '/transactions:/ { print $2 }' "$d/run.out")
+		# the server's CPU (user + system, clock ticks) per transaction
+		[ -n "${cpu0:-}" ] && [ -n "${cpu1:-}" ] && [ "${tx:-0}" -gt 0 ] &&
+			awk -v a="$cpu0" -v b="$cpu1" -v tx="$tx" -v hz="$(getconf CLK_TCK)" \
+				'BEGIN { printf "         server CPU per transaction: %.1f us\n", (b - a) / hz * 1e6 / tx }'
 		stop
+		# MDB_STRACE=1: the server's system calls per transaction (strace -c -f,
+		# which slows it: compare the counts, not the tps)
+		[ "${MDB_STRACE:-0}" = 1 ] && [ -s "$d/strace.out" ] &&
+			awk -v tx="${tx:-0}" 'tx > 0 && $NF ~ /^[a-z_0-9]+$/ && $4 ~ /^[0-9]+$/ && $4 / tx >= 0.05 {
+				printf "         %-16s %8.2f per transaction (%.2f failed)\n", $NF, $4 / tx,
+					(NF == 6 ? $5 : 0) / tx }' "$d/strace.out"
+		# per transaction, from the last SCHED line (counts since start)
+		grep SCHED "$d/server.log" | tail -1 | sed 's/.*switches=/switches=/' |
+			awk -F'[=/ ]' -v tx="${tx:-0}" 'tx > 0 && NF >= 6 {
+				printf "         per transaction: switches G->G %.2f G->sched %.2f sched->G %.2f, FS loads %.2f\n",
+					$2 / tx, $3 / tx, $4 / tx, $6 / tx }'
 	done
 done

@@ -84,7 +84,7 @@ static inline bool rt_started(void)
 /* The G that may park here, or NULL for straight through. */
 static inline struct g *hook_g(void)
 {
-	struct m *m = tls_m;
+	struct m *m = getm();
 	if (!m)
 		return NULL;
 	struct g *gp = m->curg;

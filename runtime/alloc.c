@@ -142,20 +142,12 @@ static extent_hooks_t hooks = {
  * on the paths a thread uses often. */
 static uintptr_t je_enter(struct m *m)
 {
-	if (!m || likely(m->fscur == m->fsbase))
-		return 0;
-	uintptr_t fs = m->fscur;
-	m->fscur = m->fsbase;
-	tls_setfs(m->fsbase);
-	return fs;
+	return tls_ownenter(m);
 }
 
 static void je_leave(struct m *m, uintptr_t fs)
 {
-	if (likely(!fs))
-		return;
-	m->fscur = fs;
-	tls_setfs(fs);
+	tls_ownleave(m, fs);
 }
 
 void allocinit(void)
@@ -205,8 +197,10 @@ void *rtalloc(size_t size)
 	uintptr_t fs = je_enter(m);
 	void *p = mallocx(size ? size : 1, allocflags(m) | MALLOCX_ZERO);
 	je_leave(m, fs);
-	if (!p)
-		errno = ENOMEM; /* on the G's own TLS again */
+	/* on the G's own TLS again; not from a scheduler context, which may
+	 * have kept a block whose G runs on another M (tls.c, g0keep) */
+	if (!p && (!m || m->curg))
+		errno = ENOMEM;
 	return p;
 }
 

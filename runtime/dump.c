@@ -83,7 +83,7 @@ static void chainurg(int sig, siginfo_t *si, void *uc)
 static void onurg(int sig, siginfo_t *si, void *ucv)
 {
 	int e = errno;
-	struct m *m = tls_m;
+	struct m *m = getm();
 	struct frozen *f = NULL;
 	/* acquire: the slot's m and state were written before n */
 	int32_t n = m ? atomic_load_explicit(&fz.n, memory_order_acquire) : 0;
@@ -96,7 +96,8 @@ static void onurg(int sig, siginfo_t *si, void *ucv)
 	}
 	if (!f) {
 		chainurg(sig, si, ucv);
-		errno = e;
+		if (errno != e) /* a scheduler's kept block is a running G's (tls.c) */
+			errno = e;
 		return;
 	}
 	ucontext_t *uc = ucv;
@@ -108,7 +109,8 @@ static void onurg(int sig, siginfo_t *si, void *ucv)
 	while (atomic_load_explicit(&fz.thaw, memory_order_acquire) == 0)
 		futex(&fz.thaw, FUTEX_WAIT_PRIVATE, 0, NULL);
 	atomic_store_explicit(&f->state, FZ_GONE, memory_order_release);
-	errno = e;
+	if (errno != e)
+		errno = e;
 }
 
 static int32_t countms(void)

@@ -8,7 +8,7 @@
  *   WEFT_TLS         thread | shared: Gs get TLS of their own (default: shared)
  *   WEFT_MAXTHREADS  OS threads weft may make, 2..16384 (default 10000): past it,
  *                    fatal (threads blocked in calls weft does not see each hold one)
- *   WEFT_DEBUG       comma-separated: schedtrace=<ms>, sigquit=continue, kwait=0 (a G's
+ *   WEFT_DEBUG       comma-separated: schedtrace=<ms>, sigquit=continue, g0keep=0, kwait=0 (a G's
  *                    poll/select/epoll_wait always parks, never waits in the kernel)
  */
 #define _GNU_SOURCE
@@ -92,8 +92,10 @@ static void debugopts(const char *s)
 			weftenv.sigquit_continue = false;
 		} else if (!strcmp(tok, "kwait=0") || !strcmp(tok, "kwait=1")) {
 			weftenv.nokwait = tok[6] == '0';
+		} else if (!strcmp(tok, "g0keep=0") || !strcmp(tok, "g0keep=1")) {
+			weftenv.nog0keep = tok[7] == '0';
 		} else {
-			warn("ignoring WEFT_DEBUG %s: want schedtrace=<ms>, sigquit=continue or kwait=0",
+			warn("ignoring WEFT_DEBUG %s: want schedtrace=<ms>, sigquit=continue, kwait=0 or g0keep=0",
 			     tok);
 		}
 	}

@@ -49,7 +49,7 @@ void lock(struct lock *l)
 							  memory_order_relaxed))
 			return;
 	}
-	struct m *m = tls_m;
+	struct m *m = getm();
 	if (m)
 		atomic_fetch_add_explicit(&m->lockwait, 1, memory_order_relaxed);
 	while (atomic_exchange_explicit(&l->key, 2, memory_order_acquire) != 0)

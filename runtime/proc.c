@@ -448,6 +448,7 @@ static void *mstart(void *arg)
 	tls_m = m;
 	m->errnop = &errno;
 	m->fsbase = m->fscur = tls_current();
+	tls_mstart(m); /* its GS base, before any G's block is loaded here */
 	/* seq_cst, then dump_mstart: a dump either stops this M or is
 	 * waited for (dump.c) */
 	atomic_store(&m->tid, (int)sys_gettid());
@@ -510,12 +511,19 @@ static bool newm(struct p *pp, bool spinning)
 	pthread_attr_init(&a);
 	pthread_attr_setstacksize(&a, 1 << 20);
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	/* glibc's pthread_create on this thread's own TLS: it reads and
+	 * locks THREAD_SELF, and a failing mmap sets errno, which in a G's
+	 * block is the G's (or, in a scheduler that kept the block, another
+	 * M's G's) */
+	struct m *self = getm();
+	uintptr_t fs = tls_ownenter(self);
 	int e = rt_pthread_create(&m->thread, &a, mstart, m);
 	pthread_attr_destroy(&a);
 	if (e) {
 		/* m stays on allm (lock-free list) but never runs */
 		atomic_fetch_sub(&sched.mcount, 1);
 		rt_thread_refused(e);
+		tls_ownleave(self, fs);
 		return false;
 	}
 	/* threads can be had again: start sysmon if it could not be */
@@ -523,6 +531,7 @@ static bool newm(struct p *pp, bool spinning)
 	if (atomic_load_explicit(&sysmon_pending, memory_order_relaxed) &&
 	    atomic_exchange(&sysmon_pending, 0))
 		sysmon_start();
+	tls_ownleave(self, fs);
 	return true;
 }
 
@@ -584,8 +593,11 @@ static void stopm(struct m *m)
 	lock(&sched.lock);
 	mput(m);
 	unlock(&sched.lock);
-	if (checkdead && allpidle())
+	if (checkdead && allpidle()) {
+		uintptr_t fs = tls_ownenter(m); /* its report is stdio */
 		checkdead();
+		tls_ownleave(m, fs);
+	}
 	notesleep(&m->park);
 	noteclear(&m->park);
 	acquirep(m, m->nextp);
@@ -715,10 +727,19 @@ static _Atomic uint64_t nstackfreed;
 static void stackwait_run(void);
 
 /* Returns false if gp has no stack yet (it is put to wait). */
-static __attribute__((noinline)) bool gstart(struct m *m, struct g *gp)
+static __attribute__((noinline)) bool gstart(struct m *m, struct g *gp, bool fromg)
 {
 	uint64_t freed = atomic_load(&nstackfreed);
+	/* the scheduler may have kept another G's block: the new G starts
+	 * on the M's own TLS anyway, and the stack's mmap must not set that
+	 * G's errno */
+	if (!fromg && tlsinfo.g0keep)
+		tls_ownfs(m);
+	/* from a G: its errno stays what it was (a failing mmap sets it) */
+	int e = fromg ? rt_geterrno() : 0;
 	if (!gp->stack.lo && stackalloc(m->p, &gp->stack, gp->stackwant) != 0) {
+		if (fromg)
+			rt_seterrno(e);
 		static _Atomic int warned;
 		if (!atomic_exchange(&warned, 1))
 			warn("no memory for the stack of green thread %lld: it starts when "
@@ -785,7 +806,7 @@ static inline __attribute__((always_inline)) void gswitch_inl(struct m *m, struc
 	}
 	/* a G's first switch gives it its stack; with none to be had, it
 	 * waits for one and this M goes to its scheduler instead */
-	if (to && unlikely(!to->sp) && !gstart(m, to)) {
+	if (to && unlikely(!to->sp) && !gstart(m, to, from != NULL)) {
 		if (!from)
 			return; /* already on g0: its scheduler loop goes on */
 		to = NULL;
@@ -805,6 +826,7 @@ static inline __attribute__((always_inline)) void gswitch_inl(struct m *m, struc
 	} else {
 		next = m->g0sp;
 	}
+	mtally(from ? (to ? &m->nswgg : &m->nswg0) : &m->nsw0g);
 	san_switch_start(m, from, to);
 	tls_loadfs(m, to);
 	weft_ctx_switch(save, next);
@@ -1195,6 +1217,17 @@ static bool after_gfput(struct g *gp, void *arg)
 {
 	(void)arg;
 	san_gdestroy(gp);
+	/* its block may still be loaded on another M whose scheduler kept
+	 * it: then the M that moves off it frees it (tls.c, the limbo) */
+	if (!gp->tcb || tls_release(gp))
+		gfreedead(gp);
+	return true;
+}
+
+/* A dead G, off every M: its block, stack and descriptor to the caches
+ * of this M's P. */
+void gfreedead(struct g *gp)
+{
 	if (gp->tcb)
 		tls_gfree(gp); /* before its stack, which holds the block, is reused */
 	struct p *pp = getm()->p;
@@ -1205,7 +1238,6 @@ static bool after_gfput(struct g *gp, void *arg)
 	else if (gp->stack.kind != STACK_SEGMENTED)
 		stackfree(pp, &gp->stack);
 	gfput(pp, gp);
-	return true;
 }
 
 static void goexit1(void)
@@ -1836,6 +1868,7 @@ static void runtime_init_once(void)
 {
 	envinit();
 	allocinit();
+	tls_g0keep_init(); /* before any M starts */
 	stackinit();
 	netpollinit();
 	atomic_store(&coarsenow, nanotime());

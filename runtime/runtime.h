@@ -229,6 +229,19 @@ struct m {
 	uintptr_t fsbase;         /* the OS thread's own thread pointer (g0 and
 	                           * shared-TLS Gs run on it) */
 	uintptr_t fscur;          /* the FS base loaded now (this M only) */
+	struct m *gsself;         /* this M: the GS base points here (getm) */
+	/* The G block this M runs on, or its scheduler context keeps
+	 * loaded (g0keep), or 0; not changed by a short stay on the M's own
+	 * TLS (alloc.c je_enter, fork).  Stored seq_cst after the FS load,
+	 * read by other Ms (tls_gfree): a dead G's block is not freed while
+	 * an M has it here (tls.c, the limbo). */
+	_Atomic uintptr_t fsblock;
+	/* counts for schedtrace (written by this M only, load+store; read
+	 * relaxed by sysmon: a stale value is fine) */
+	_Atomic uint64_t nfsload;  /* FS base loads (arch_prctl or wrfsbase) */
+	_Atomic uint64_t nswgg;    /* switches G -> G */
+	_Atomic uint64_t nswg0;    /* switches G -> scheduler context */
+	_Atomic uint64_t nsw0g;    /* switches scheduler context -> G */
 	_Atomic int32_t lockwait; /* asleep on a runtime lock (lock.c): sysmon
 	                           * does not take that for a blocked call */
 };
@@ -365,15 +378,24 @@ extern struct m *_Atomic allm;
  * TLS: always read through %fs, so it stays right after a G migrates. */
 extern __thread struct m *tls_m __attribute__((tls_model("initial-exec")));
 
+/* The slot holds the M itself in the M's own TLS; in a G's block (tls.c)
+ * with the low bit set when the scheduler may keep that block loaded
+ * (tlsinfo.g0keep): two Ms may then have one block loaded, and the M is
+ * the one this thread's GS base names (set once at mstart, never
+ * changed: right at every instruction, in signal handlers too).  A plain
+ * thread's slot is NULL whatever GS it inherited. */
 static inline struct m *getm(void)
 {
-	return tls_m;
+	struct m *m = tls_m;
+	if (unlikely((uintptr_t)m & 1))
+		__asm__ volatile("mov %%gs:0, %0" : "=r"(m));
+	return m;
 }
 
 /* The running G, or NULL on a plain thread or the scheduler context. */
 static inline struct g *getg(void)
 {
-	struct m *m = tls_m;
+	struct m *m = getm();
 	return m ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
 }
 
@@ -457,7 +479,7 @@ static inline void rt_leave_g(struct m *m, struct g *gp)
 }
 static inline struct m *rt_enter(void)
 {
-	struct m *m = tls_m;
+	struct m *m = getm();
 	struct g *gp = m ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
 	if (gp)
 		rt_enter_g(m, gp);
@@ -465,7 +487,7 @@ static inline struct m *rt_enter(void)
 }
 static inline void rt_leave(void)
 {
-	struct m *m = tls_m;
+	struct m *m = getm();
 	struct g *gp = m ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
 	if (gp)
 		rt_leave_g(m, gp);
@@ -539,6 +561,14 @@ void allocinit(void);
 
 /* ---- tls.c: a TLS block and TCB per G (WEFT_TLS=thread) ------------------ */
 
+/* One more on a counter of this M's (only it writes: no RMW). */
+static inline void mtally(_Atomic uint64_t *c)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+
 struct tlsinfo {
 	size_t size;         /* static TLS area with the TCB (glibc's) */
 	size_t align;        /* its alignment */
@@ -553,6 +583,9 @@ struct tlsinfo {
 	intptr_t jetsd_off;  /* jemalloc's tsd (alloc.c), likewise */
 	intptr_t resp_off;   /* glibc's __resp (resolver state pointer), likewise */
 	bool fsgsbase;       /* wrfsbase allowed (HWCAP2_FSGSBASE) */
+	bool g0keep;         /* the scheduler context keeps the last G's block
+	                      * loaded (tls_g0keep_init: under the shim, whose
+	                      * Ms block asynchronous signals) */
 };
 extern struct tlsinfo tlsinfo;
 bool tls_init(void);                /* resolve glibc's entry points once */
@@ -568,18 +601,42 @@ void tls_forkchild(void);           /* in a fork child: the cache pool reset */
 void *tls_movemain(void);           /* the real main thread to a fresh block */
 extern int rt_tls_default;          /* WEFT_TLS when unset: 1 under the shim */
 
+void tls_g0keep_init(void);         /* decide g0keep (runtime start) */
+void tls_mstart(struct m *m);       /* on a new M: its GS base (g0keep) */
+void tls_fsblock(struct m *m, uintptr_t b); /* m->fsblock = b, then the limbo */
+void tls_ownfs(struct m *m);        /* the scheduler off a kept block, for good */
+extern _Atomic int32_t tls_nlimbo;  /* dead Gs whose block an M still has */
+uintptr_t tls_ownenter(struct m *m); /* a short stay on the M's own TLS ... */
+void tls_ownleave(struct m *m, uintptr_t fs); /* ... and back */
+bool tls_release(struct g *gp);     /* dead gp's block: free now, or the limbo */
+void gfreedead(struct g *gp);       /* proc.c: a dead G's block, stack, descriptor freed */
+
+/* What a G's block holds in its tls_m slot for m (getm). */
+static inline struct m *tls_mslot(struct m *m)
+{
+	return tlsinfo.g0keep ? (struct m *)((uintptr_t)m | 1) : m;
+}
+
 /* Point the FS base at to's block (or the M's own) if it is not loaded.
  * The M goes into the block first, so tls_m reads right on both sides
- * of the load, whenever a signal comes. */
+ * of the load, whenever a signal comes.  to == NULL (the scheduler
+ * context): with g0keep it stays on whatever is loaded (zero loads when
+ * the same G comes back, one for another G: the invariants are in
+ * docs/design.md, "The scheduler keeps the G's block"). */
 static inline void tls_loadfs(struct m *m, struct g *to)
 {
+	if (!to && tlsinfo.g0keep)
+		return;
 	uintptr_t fs = (to && to->tcb) ? (uintptr_t)to->tcb : m->fsbase;
 	if (likely(fs == m->fscur))
 		return;
 	if (to && to->tcb)
-		*(struct m **)((char *)to->tcb + tlsinfo.tls_m_off) = m;
+		*(struct m **)((char *)to->tcb + tlsinfo.tls_m_off) = tls_mslot(m);
 	m->fscur = fs;
+	mtally(&m->nfsload);
 	tls_setfs(fs);
+	if (tlsinfo.g0keep)
+		tls_fsblock(m, (to && to->tcb) ? (uintptr_t)to->tcb : 0);
 }
 
 /* ---- env.c -------------------------------------------------------------- */
@@ -593,6 +650,7 @@ struct weftenv {
 	int tls;               /* WEFT_TLS: -1 unset, 0 shared, 1 thread */
 	int maxthreads;        /* WEFT_MAXTHREADS: OS threads weft may have (default 10000) */
 	bool nokwait;          /* WEFT_DEBUG=kwait=0: fd waits always park (entersyscallwait) */
+	bool nog0keep;         /* WEFT_DEBUG=g0keep=0: the scheduler loads its M's own TLS (tls.c) */
 };
 extern struct weftenv weftenv;
 void envinit(void);

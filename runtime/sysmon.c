@@ -276,10 +276,23 @@ static void schedtrace(int64_t now, int64_t start)
 	}
 	n += snprintf(buf + n, sizeof buf - n, "]");
 	if (n < (int)sizeof buf - 96)
-		snprintf(buf + n, sizeof buf - n, " kernelwaits=%lld netpolls=%lld sysmonwakes=%lld",
-			 (long long)atomic_load(&sched.nsyscallwait),
-			 (long long)atomic_load(&sched.nnetpoll),
-			 (long long)atomic_load(&sched.nsysmonwake));
+		n += snprintf(buf + n, sizeof buf - n, " kernelwaits=%lld netpolls=%lld sysmonwakes=%lld",
+			      (long long)atomic_load(&sched.nsyscallwait),
+			      (long long)atomic_load(&sched.nnetpoll),
+			      (long long)atomic_load(&sched.nsysmonwake));
+	/* switches G->G, G->scheduler, scheduler->G and FS base loads,
+	 * summed over the Ms */
+	uint64_t sw[3] = { 0 }, fs = 0;
+	for (struct m *m = atomic_load(&allm); m; m = m->alllink) {
+		sw[0] += atomic_load_explicit(&m->nswgg, memory_order_relaxed);
+		sw[1] += atomic_load_explicit(&m->nswg0, memory_order_relaxed);
+		sw[2] += atomic_load_explicit(&m->nsw0g, memory_order_relaxed);
+		fs += atomic_load_explicit(&m->nfsload, memory_order_relaxed);
+	}
+	if (n > 0 && n < (int)sizeof buf - 96)
+		snprintf(buf + n, sizeof buf - n, " switches=%llu/%llu/%llu fsloads=%llu",
+			 (unsigned long long)sw[0], (unsigned long long)sw[1],
+			 (unsigned long long)sw[2], (unsigned long long)fs);
 	warn("%s", buf);
 }
 

@@ -33,9 +33,10 @@
  * The runtime's own thread-locals stay right whatever FS points at: tls_m
  * is initial-exec, at the same offset from the thread pointer in every
  * block, and the switch writes the M into the next G's block before it
- * loads the FS base (a signal at any instruction sees the right M).  The
- * scheduler context (g0) always runs on the M's own TLS, so a block is
- * loaded only on the M that runs its G.
+ * loads the FS base (a signal at any instruction sees the right M).
+ * Under the shim the scheduler context (g0) keeps the last G's block
+ * loaded, which another M may then run its G on: see "the scheduler
+ * keeps the G's block" below for what keeps that right.
  */
 #define _GNU_SOURCE
 #include <asm/prctl.h>
@@ -371,6 +372,169 @@ static void tcache_take(char *tcb)
 	unlock(&tcpool_lock);
 }
 
+/* ---- the scheduler keeps the G's block (g0keep) -------------------------
+ *
+ * With g0keep a G that switches to its M's scheduler context leaves its
+ * block loaded (tls_loadfs does nothing for the scheduler), so the same
+ * G coming back costs no FS load and another G one.  The scheduler then
+ * runs on a block whose G it has released: another M may run that G on
+ * the same block at the same time.  What keeps that right:
+ *
+ *   - getm() never trusts the block's tls_m slot: a G block's slot has
+ *     its low bit set and the M comes from the GS base, set once per M
+ *     (tls_mstart).  The stack-protector canary and pointer guard are the
+ *     same in every block (block_fill copies them).
+ *   - the scheduler context touches nothing else in the block: raw
+ *     system calls only; what calls into glibc (pthread_create for a new
+ *     M, the deadlock report, a new G's stack mapping, jemalloc) first
+ *     moves to the M's own TLS (tls_ownenter, tls_ownfs).  errno in the
+ *     block is the running G's alone.
+ *   - signals: the shim's Ms block every asynchronous signal (a program's
+ *     handler runs on its G), so only SIGWEFT, SIGURG (dumps) and faults
+ *     reach a scheduler context, and their handlers leave errno alone or
+ *     restore it only if they changed it.  Linked programs, whose Ms take
+ *     any signal, keep the old rule (the scheduler on the M's own TLS).
+ *   - a block is not freed while any M has it (m->fsblock): a dead G
+ *     whose block another M still has waits in the limbo, and the M that
+ *     moves off that block frees it (tls_fsblock).  At most one block per
+ *     M waits there.
+ */
+_Atomic int32_t tls_nlimbo;
+static struct lock limbolock;
+static struct g *limbo; /* dead Gs, linked by schedlink (limbolock) */
+
+
+/* Under the shim only (its Ms block asynchronous signals: hook/preload/
+ * signal.c), with TLS blocks available, never under valgrind (which
+ * need not know a GS base). */
+void tls_g0keep_init(void)
+{
+	extern int rt_tls_default;
+	bool ok = rt_tls_default && (weftenv.tls >= 0 ? weftenv.tls : 1) && tls_init();
+#ifdef WEFT_VALGRIND
+	ok = false;
+#endif
+	if (weftenv.nog0keep)
+		ok = false;
+	tlsinfo.g0keep = ok;
+}
+
+/* On a new M, before it runs any G: the GS base names it (getm). */
+void tls_mstart(struct m *m)
+{
+	if (!tlsinfo.g0keep)
+		return;
+	m->gsself = m;
+	long r = rawsyscall6(SYS_arch_prctl, ARCH_SET_GS, (long)&m->gsself, 0, 0, 0, 0);
+	if (r != 0)
+		fatal("arch_prctl(ARCH_SET_GS): error %ld", -r);
+}
+
+/* Whether any M has block b. */
+static bool heldbyanm(uintptr_t b)
+{
+	for (struct m *m = atomic_load(&allm); m; m = m->alllink)
+		if (atomic_load(&m->fsblock) == b) /* seq_cst: see tls_fsblock */
+			return true;
+	return false;
+}
+
+/* Free the limbo's Gs that no M holds any more.  On an M with a P, on
+ * the M's own TLS or a G's block that only this M runs. */
+static void limbo_drain(void)
+{
+	struct g *done = NULL;
+	lock(&limbolock);
+	for (struct g **pp = &limbo; *pp;) {
+		struct g *gp = *pp;
+		if (heldbyanm((uintptr_t)gp->tcb)) {
+			pp = &gp->schedlink;
+			continue;
+		}
+		*pp = gp->schedlink;
+		gp->schedlink = done;
+		done = gp;
+		atomic_fetch_sub(&tls_nlimbo, 1);
+	}
+	unlock(&limbolock);
+	while (done) {
+		struct g *gp = done;
+		done = gp->schedlink;
+		gfreedead(gp);
+	}
+}
+
+/* m (this M) now has block b (0: none) for good: stored after the FS
+ * load, seq_cst, then tls_nlimbo read (seq_cst): a Dekker pair with
+ * tls_release, which counts a G into the limbo and then reads every
+ * fsblock, so that either it sees this M off the block or this M sees
+ * the G waiting and frees it. */
+void tls_fsblock(struct m *m, uintptr_t b)
+{
+	if (atomic_load_explicit(&m->fsblock, memory_order_relaxed) != b)
+		atomic_store(&m->fsblock, b);
+	if (unlikely(atomic_load(&tls_nlimbo) != 0) && m->p)
+		limbo_drain();
+}
+
+/* The scheduler context leaves a kept block for the M's own TLS. */
+void tls_ownfs(struct m *m)
+{
+	if (m->fscur != m->fsbase) {
+		m->fscur = m->fsbase;
+		mtally(&m->nfsload);
+		tls_setfs(m->fsbase);
+	}
+	if (tlsinfo.g0keep)
+		tls_fsblock(m, 0);
+}
+
+/* A short stay on the M's own TLS (for glibc or jemalloc calls): returns
+ * what to give back to tls_ownleave, 0 if nothing changed.  m->fsblock is
+ * kept: the M comes back to the block. */
+uintptr_t tls_ownenter(struct m *m)
+{
+	if (!m || likely(m->fscur == m->fsbase))
+		return 0;
+	uintptr_t fs = m->fscur;
+	m->fscur = m->fsbase;
+	mtally(&m->nfsload);
+	tls_setfs(m->fsbase);
+	return fs;
+}
+
+void tls_ownleave(struct m *m, uintptr_t fs)
+{
+	if (likely(!fs))
+		return;
+	m->fscur = fs;
+	mtally(&m->nfsload);
+	tls_setfs(fs);
+}
+
+/* gp (dead, its M switched away from it: after_gfput) gives its block
+ * up.  True: free it now (gfreedead); false: another M still has it,
+ * and it waits in the limbo for that M to move off. */
+bool tls_release(struct g *gp)
+{
+	char *tcb = gp->tcb;
+	if (!tlsinfo.g0keep || tcb < gp->stack.lo || tcb >= gp->stack.hi)
+		return true; /* the main thread's block is never freed */
+	struct m *m = getm();
+	if (m->fscur == (uintptr_t)tcb || atomic_load_explicit(&m->fsblock, memory_order_relaxed) ==
+						      (uintptr_t)tcb)
+		tls_ownfs(m); /* this M's scheduler kept it */
+	if (!heldbyanm((uintptr_t)tcb))
+		return true; /* nobody has it, and nobody can take it: its G is dead */
+	lock(&limbolock);
+	gp->schedlink = limbo;
+	limbo = gp;
+	atomic_fetch_add(&tls_nlimbo, 1); /* seq_cst, then the loads in limbo_drain */
+	unlock(&limbolock);
+	limbo_drain();
+	return false;
+}
+
 /* On gp, running, with its stack's top tlsinfo.reserve bytes free (see
  * gstart): build its block there and switch to it.  On ENOMEM the G
  * keeps sharing its M's TLS (a warning once). */
@@ -405,11 +569,14 @@ void tls_adopt(struct g *gp, void *tcb)
 	/* errno moves with the G into the new block (through calls the
 	 * compiler cannot merge: errno's address changes here) */
 	int e = rt_geterrno();
-	*(struct m **)((char *)tcb + tlsinfo.tls_m_off) = m;
+	*(struct m **)((char *)tcb + tlsinfo.tls_m_off) = tls_mslot(m);
 	gp->tcb = tcb;
 	m->fscur = (uintptr_t)tcb;
+	mtally(&m->nfsload);
 	tls_setfs((uintptr_t)tcb);
 	rt_seterrno(e);
+	if (tlsinfo.g0keep)
+		tls_fsblock(m, (uintptr_t)tcb);
 }
 
 /* gp (running) ends its thread life: C++ thread_local destructors on
@@ -469,6 +636,11 @@ void tls_forkchild(void)
 	atomic_store_explicit(&tcpool_lock.key, 0, memory_order_relaxed);
 	tcpool = NULL;
 	ntcpool = tcpool_cap = 0;
+	/* the limbo's Gs are frozen with every other G (their stacks leak,
+	 * once); the Ms that held their blocks are gone */
+	atomic_store_explicit(&limbolock.key, 0, memory_order_relaxed);
+	limbo = NULL;
+	atomic_store(&tls_nlimbo, 0);
 }
 
 void tls_forkleave(void)

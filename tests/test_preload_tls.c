@@ -125,6 +125,51 @@ Test(tls, malloc_cache_given_back, .timeout = 300)
 	tls_case("mleak", NULL, 120);
 }
 
+/* The last value of key=N in text (schedtrace prints a line a period). */
+static long last_field(const char *text, const char *key)
+{
+	long v = -1;
+	char k[64];
+	snprintf(k, sizeof k, " %s=", key);
+	for (const char *p = text; (p = strstr(p, k)); p += strlen(k))
+		v = strtol(p + strlen(k), NULL, 10);
+	return v;
+}
+
+/* The scheduler keeps the G's block (runtime/tls.c, g0keep): a thread
+ * that naps alone on 1 P goes G -> scheduler -> the same G at each nap,
+ * and that costs no FS base load (it cost two: the scheduler ran on the
+ * M's own TLS).  schedtrace's switches=G->G/G->sched/sched->G and
+ * fsloads=N, read at its last line; errno and a __thread value stay the
+ * thread's across every nap.  WEFT_DEBUG=g0keep=0 is the control. */
+Test(tls, scheduler_keeps_the_block, .timeout = 300)
+{
+	const char *a[] = { h_prog("tls"), "nap", "4000", NULL };
+	const char *env[] = { "WEFT_DEBUG=schedtrace=20", NULL };
+	h_shim_run(&R, 1, a, env, NULL, 240);
+	cr_assert_eq(h_code(&R), 0, "%s%s", R.out, R.err);
+	cr_expect(strstr(R.out, "nap wrong=0 total=4000"), "%s%s", R.out, R.err);
+	long fs = last_field(R.err, "fsloads");
+	/* switches=A/B/C: B, G -> scheduler, on the last line */
+	const char *last = NULL;
+	for (const char *p = R.err; (p = strstr(p, " switches=")); p++)
+		last = p;
+	const char *sl = last ? strchr(last, '/') : NULL;
+	long gs0 = sl ? strtol(sl + 1, NULL, 10) : -1;
+	cr_assert(fs >= 0 && gs0 >= 0, "no schedtrace counts: %s", R.err);
+	/* each nap is one trip through the scheduler; a few loads for the
+	 * thread's start and the main G's join */
+	cr_expect(gs0 >= 1000, "only %ld trips through the scheduler: %s", gs0, R.err);
+	cr_expect(fs < gs0 / 10, "%ld FS loads for %ld trips through the scheduler", fs, gs0);
+
+	const char *env0[] = { "WEFT_DEBUG=schedtrace=20,g0keep=0", NULL };
+	h_shim_run(&R, 1, a, env0, NULL, 240);
+	cr_assert_eq(h_code(&R), 0, "%s%s", R.out, R.err);
+	cr_expect(strstr(R.out, "nap wrong=0 total=4000"), "%s%s", R.out, R.err);
+	fs = last_field(R.err, "fsloads");
+	cr_expect(fs >= 2 * 1000, "g0keep=0: %ld FS loads: %s", fs, R.err);
+}
+
 /* No WEFT_TLS: every thread its own TLS (the default under the shim). */
 Test(tls, thread_is_the_default, .timeout = 120)
 {

@@ -182,7 +182,10 @@ static void on_weft(int sig, siginfo_t *si, void *ucv)
 		m_mask(&uc->uc_sigmask);
 		async_check(uc); /* a G computing here with a signal to run */
 	}
-	errno_set(e);
+	/* only if changed: on a scheduler that kept a G's block (runtime/
+	 * tls.c, g0keep) errno is that G's, which may run on another M */
+	if (errno_get() != e)
+		errno_set(e);
 }
 
 static void install(void)

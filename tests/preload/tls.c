@@ -21,6 +21,8 @@
  *   tls mleak      10 rounds of 1,000 threads that malloc and free: glibc's
  *                  heap in use (mallinfo2) grows by < 2 MiB from the first
  *                  round to the last (a thread's malloc cache is given back)
+ *   tls nap [R]    one thread naps R times (50 us), alone: errno and a
+ *                  __thread value stay its own
  *   tls churn [R]  R rounds (default 100) of 1,000 short threads that use
  *                  what the runtime allocates for a thread (a key's value,
  *                  a timed sleep, a contended mutex) and end
@@ -443,6 +445,39 @@ static void *mleak_thread(void *arg)
 	return NULL;
 }
 
+/* ---- one thread that naps, alone ------------------------------------------ */
+
+/* Each nap parks the thread with nothing else to run: its G goes to the
+ * scheduler and comes back on the same M.  errno and a __thread value
+ * stay its own across (the scheduler keeps the G's block loaded). */
+static __thread long nap_tv;
+
+static void *nap_thread(void *arg)
+{
+	long n = (long)arg;
+	nap_tv = 7;
+	for (long i = 0; i < n; i++) {
+		errno = 77;
+		struct timespec ts = { 0, 50000 };
+		nanosleep(&ts, NULL);
+		if (errno != 77)
+			bad("nap %ld: errno %ld", i, errno);
+		if (nap_tv != 7 + i)
+			bad("nap %ld: __thread value %ld", i, nap_tv);
+		nap_tv++;
+		atomic_fetch_add(&total, 1);
+	}
+	return NULL;
+}
+
+static int run_nap(int rounds)
+{
+	pthread_t t;
+	pthread_create(&t, NULL, nap_thread, (void *)(long)rounds);
+	pthread_join(t, NULL);
+	return 0;
+}
+
 static size_t inuse(void)
 {
 	struct mallinfo2 mi = mallinfo2();
@@ -500,6 +535,8 @@ int main(int argc, char **argv)
 		rc = run_libc();
 	} else if (!strcmp(c, "mleak")) {
 		rc = run_mleak();
+	} else if (!strcmp(c, "nap")) {
+		rc = run_nap(rounds);
 	} else if (!strcmp(c, "churn")) {
 		rc = run_churn(argc > 2 ? rounds : 100);
 	} else {
