@@ -96,6 +96,27 @@ Test(lazy, fork_exec_before_and_after, .timeout = 240)
 	}
 }
 
+/* Before the runtime starts, vfork is glibc's: the child runs on the
+ * parent's memory (its write is seen), which spares a shell's children
+ * the page-table copy and copy-on-write faults of a fork; the exec it
+ * makes leaves nothing that holds up the runtime's start after it.
+ * Once threads run, vfork is fork and still works. */
+Test(lazy, vfork_before_the_runtime, .timeout = 120)
+{
+	const char *a[] = { h_prog("lazy"), "vfork", NULL };
+	h_run(&N, a, NULL, NULL, 60);
+	cr_assert_eq(h_code(&N), 0, "natively: %s%s", N.out, N.err);
+	cr_assert_eq(h_field(N.out, "vfork_shared"), 1, "natively: %s", N.out);
+	for (int procs = 1; procs <= 2; procs++) {
+		h_shim_run(&R, procs, a, NULL, NULL, 60);
+		cr_assert_eq(h_code(&R), 0, "procs %d: %s%s", procs, R.out, R.err);
+		cr_expect_eq(h_field(R.out, "vfork_shared"), 1,
+			     "procs %d: a vfork before the first thread is a real one: %s", procs,
+			     R.out);
+		cr_expect(strstr(R.out, "ok vfork\n"), "%s", R.out);
+	}
+}
+
 /* A constructor that makes a thread starts the runtime before main:
  * main is then a G from the start, and all the rest holds. */
 Test(lazy, constructor_makes_a_thread, .timeout = 120)

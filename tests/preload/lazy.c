@@ -15,6 +15,11 @@
  *                  sleep, join); prints tasks= at the end
  *   lazy forks     fork + exec before the first thread, then threads,
  *                  then fork (the child makes threads) and exec again
+ *   lazy vfork     vfork + exec before the first thread (the child
+ *                  first writes a global and sets its mask, as a shell's
+ *                  does): prints vfork_shared=1 if the parent sees the
+ *                  write (a real vfork: the child ran on its memory);
+ *                  then threads start, and vfork + exec once more
  *
  * With LAZY_CTOR_THREAD=1 a constructor makes a thread first.
  *
@@ -243,6 +248,44 @@ static int forks(void)
 	return 0;
 }
 
+/* ---- vfork ---------------------------------------------------------------------- */
+
+static volatile pid_t vforked; /* written by a vfork child */
+
+/* vfork, write vforked, set the mask and exec true, as dash does: was
+ * the child's write seen here (the child ran on this memory)? */
+static int vfork_exec(void)
+{
+	vforked = 0;
+	pid_t pid = vfork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		vforked = getpid();
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		execlp("true", "true", (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	return vforked == pid;
+}
+
+static int vforks(void)
+{
+	int shared = vfork_exec();
+	CHECK(vfork_exec() == shared);
+	/* the first threads start the runtime: an exec in a vfork child
+	 * before must have left nothing behind that holds them up */
+	CHECK(spawn_join(10) == 0);
+	(void)vfork_exec();
+	CHECK(spawn_join(10) == 0);
+	printf("vfork_shared=%d\nok vfork\n", shared);
+	return 0;
+}
+
 /* LAZY_CTOR_THREAD=1: a constructor makes (and joins) a thread, as some
  * libraries do, so the runtime is up before main. */
 static void *ctor_thread(void *arg)
@@ -271,6 +314,8 @@ int main(int argc, char **argv)
 		return threads();
 	if (!strcmp(c, "forks"))
 		return forks();
-	fprintf(stderr, "usage: lazy plain|threads|forks\n");
+	if (!strcmp(c, "vfork"))
+		return vforks();
+	fprintf(stderr, "usage: lazy plain|threads|forks|vfork\n");
 	return 2;
 }
