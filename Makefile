@@ -73,7 +73,7 @@ LIB_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o) $(HOOK_SRC:%.c=$(BUILD)/obj/%.o) 
 	$(ARCH_SRC:%.S=$(BUILD)/obj/%.o)
 HDRS := include/weft.h $(wildcard runtime/*.h) $(wildcard hook/*.h) arch/ctx.h $(wildcard arch/x86_64/*.h)
 
-LIBS := -lm -ldl -lunwind -lunwind-x86_64
+LIBS := -ldl
 SO := $(BUILD)/lib/libweft.so
 AR_LIB := $(BUILD)/lib/libweft.a
 # the LD_PRELOAD shim: the runtime and hooks plus what only an unmodified
@@ -108,7 +108,7 @@ $(BUILD)/obj/%.o: %.S $(FLAGS_STAMP)
 # -z defs: a symbol no library provides is a link error, never a run-time
 # "symbol lookup error" (tests/test_link.c checks the result)
 SO_LDFLAGS := -shared -Wl,-z,defs -Wl,--exclude-libs,ALL $(LDFLAGS_HARDEN) $(LDFLAGS_SAN) -pthread
-$(SO): $(LIB_OBJ) $(JEMALLOC_A) $(UNWIND_SO) $(FLAGS_STAMP)
+$(SO): $(LIB_OBJ) $(JEMALLOC_A) $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(SO_LDFLAGS) -o $@ $(LIB_OBJ) $(JEMALLOC_A) -Wl,-soname,libweft.so $(LIBS)
 
@@ -134,7 +134,7 @@ $(JEMALLOC_LAZY_A): $(JEMALLOC_A)
 		objcopy --remove-section=.init_array --remove-section=.rela.init_array $$o; done
 	ar rcs $@ $(@D)/*.o
 
-$(PRELOAD_SO): $(LIB_OBJ) $(PRELOAD_OBJ) $(JEMALLOC_LAZY_A) $(UNWIND_SO) $(FLAGS_STAMP)
+$(PRELOAD_SO): $(LIB_OBJ) $(PRELOAD_OBJ) $(JEMALLOC_LAZY_A) $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(SO_LDFLAGS) -o $@ $(LIB_OBJ) $(PRELOAD_OBJ) $(JEMALLOC_LAZY_A) \
 		-Wl,-soname,libweft_preload.so $(LIBS)

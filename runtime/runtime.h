@@ -537,6 +537,19 @@ void rtfree(void *ptr);
 unsigned rt_tcache_create(void);
 void allocinit(void);
 
+/* ---- lazylib.c: libraries loaded when the runtime starts, not with weft -- */
+
+enum lazylib_id {
+	LAZY_UNWIND, /* libunwind: dump backtraces (traceback.c) */
+	LAZY_M,      /* libm: jemalloc's heap profiling */
+};
+/* The library's handle, dlopen'd (RTLD_LOCAL) at the first call; NULL if
+ * it cannot be loaded (said once on stderr).  A plain context only: never
+ * from a signal handler. */
+void *lazylib_open(enum lazylib_id id);
+/* dlsym in it, or NULL. */
+void *lazylib_sym(enum lazylib_id id, const char *name);
+
 /* ---- tls.c: a TLS block and TCB per G (WEFT_TLS=thread) ------------------ */
 
 struct tlsinfo {

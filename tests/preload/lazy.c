@@ -5,14 +5,16 @@
  * weft; tests/test_preload_lazy.c runs it with and without the shim.
  *
  *   lazy plain     no thread ever: prints tasks= (its OS threads),
- *                  child_tasks= (those of a child it forked) and maps= /
- *                  anon= (its mappings, all / anonymous) after using
+ *                  child_tasks= (those of a child it forked), maps= /
+ *                  anon= (its mappings, all / anonymous) and rare_libs=
+ *                  (mappings of libunwind, liblzma, libm) after using
  *                  what the shim hooks (a pipe, sleep, a mutex, a key, a
  *                  signal handler, fork)
  *   lazy threads   state made before the first thread (a held error-
  *                  checking mutex, a key, the signal mask, a handler)
  *                  holds after it; 200 threads then run (cond, mutex,
- *                  sleep, join); prints tasks= at the end
+ *                  sleep, join); prints tasks= and unwind_maps= (those
+ *                  of libunwind) at the end
  *   lazy forks     fork + exec before the first thread, then threads,
  *                  then fork (the child makes threads) and exec again
  *   lazy vfork     vfork + exec before the first thread (the child
@@ -59,15 +61,20 @@ static int tasks(void)
 	return n;
 }
 
-/* Mappings in /proc/self/maps: all, and anonymous ones (no path). */
-static void maps(int *all, int *anon)
+/* Mappings in /proc/self/maps: all, anonymous ones (no path), and
+ * those of libraries whose path has name in it (NULL: none asked). */
+static void maps_of(int *all, int *anon, const char *name, int *named)
 {
 	FILE *f = fopen("/proc/self/maps", "r");
 	CHECK(f);
 	char line[512];
 	*all = *anon = 0;
+	if (named)
+		*named = 0;
 	while (fgets(line, sizeof line, f)) {
 		(*all)++;
+		if (name && strstr(line, name))
+			(*named)++;
 		/* address perms offset dev inode [path] */
 		char *p = line;
 		for (int field = 0; field < 5 && p; field++) {
@@ -80,6 +87,29 @@ static void maps(int *all, int *anon)
 			(*anon)++;
 	}
 	fclose(f);
+}
+
+static void maps(int *all, int *anon)
+{
+	maps_of(all, anon, NULL, NULL);
+}
+
+/* Mappings of the libraries weft uses only once its runtime runs
+ * (libunwind for dumps, the liblzma it needs, libm). */
+static int rare_libs(void)
+{
+	int all, anon, unw, lzma, m;
+	maps_of(&all, &anon, "/libunwind", &unw);
+	maps_of(&all, &anon, "/liblzma", &lzma);
+	maps_of(&all, &anon, "/libm.so", &m);
+	return unw + lzma + m;
+}
+
+static int unwind_maps(void)
+{
+	int all, anon, unw;
+	maps_of(&all, &anon, "/libunwind", &unw);
+	return unw;
 }
 
 static volatile sig_atomic_t got;
@@ -132,8 +162,8 @@ static int plain(void)
 	int child = use_hooks();
 	int all, anon;
 	maps(&all, &anon);
-	printf("tasks=%d\nchild_tasks=%d\nmaps=%d\nanon=%d\nok plain\n", tasks(), child, all,
-	       anon);
+	printf("tasks=%d\nchild_tasks=%d\nmaps=%d\nanon=%d\nrare_libs=%d\nok plain\n", tasks(),
+	       child, all, anon, rare_libs());
 	return 0;
 }
 
@@ -194,7 +224,8 @@ static int threads(void)
 	}
 	CHECK(pthread_mutex_unlock(&held) == 0);
 	CHECK(raise(SIGUSR1) == 0 && got == 1);
-	printf("tasks0=%d\ntasks=%d\nok threads\n", tasks0, tasks());
+	printf("tasks0=%d\ntasks=%d\nunwind_maps=%d\nok threads\n", tasks0, tasks(),
+	       unwind_maps());
 	return 0;
 }
 
