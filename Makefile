@@ -74,6 +74,11 @@ LIB_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o) $(HOOK_SRC:%.c=$(BUILD)/obj/%.o) 
 HDRS := include/weft.h $(wildcard runtime/*.h) $(wildcard hook/*.h) arch/ctx.h $(wildcard arch/x86_64/*.h)
 
 LIBS := -ldl
+# The shim alone: -fini= names no function, so it gets no DT_FINI, whose
+# _fini (crti.o's, empty on x86_64, on the last page of the text) cost
+# every process under weft run a page fault as it exited; destructors
+# run from .fini_array as ever (docs/preload.md, Start-up)
+SHIM_LDFLAGS := -Wl,-fini=weft_no_dt_fini
 SO := $(BUILD)/lib/libweft.so
 AR_LIB := $(BUILD)/lib/libweft.a
 # the LD_PRELOAD shim: the runtime and hooks plus what only an unmodified
@@ -92,7 +97,7 @@ deps:
 # Objects and links depend on the flags they were made with: a change of
 # flags (or compiler) rebuilds, as a change of source does.
 FLAGS_STAMP := $(BUILD)/.flags
-FLAGS_NOW := $(CC) $(CFLAGS_LIB) | $(SO_LDFLAGS) $(LIBS) | $(HARDEN) $(LDFLAGS_HARDEN)
+FLAGS_NOW := $(CC) $(CFLAGS_LIB) | $(SO_LDFLAGS) $(SHIM_LDFLAGS) $(LIBS) | $(HARDEN) $(LDFLAGS_HARDEN)
 $(shell mkdir -p $(BUILD) && { [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || \
 	printf '%s\n' '$(FLAGS_NOW)' > $(FLAGS_STAMP); })
 
@@ -136,7 +141,7 @@ $(JEMALLOC_LAZY_A): $(JEMALLOC_A)
 
 $(PRELOAD_SO): $(LIB_OBJ) $(PRELOAD_OBJ) $(JEMALLOC_LAZY_A) $(FLAGS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(SO_LDFLAGS) -o $@ $(LIB_OBJ) $(PRELOAD_OBJ) $(JEMALLOC_LAZY_A) \
+	$(CC) $(SO_LDFLAGS) $(SHIM_LDFLAGS) -o $@ $(LIB_OBJ) $(PRELOAD_OBJ) $(JEMALLOC_LAZY_A) \
 		-Wl,-soname,libweft_preload.so $(LIBS)
 
 $(LAUNCHER): tools/weft.c $(FLAGS_STAMP)

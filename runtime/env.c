@@ -26,7 +26,7 @@ struct weftenv weftenv;
 #define STACK_MIN (16 * 1024)
 #define STACK_MAX (1024L * 1024 * 1024)
 
-static int cpus_available(void)
+STARTUP_TEXT static int cpus_available(void)
 {
 	cpu_set_t set;
 	if (sched_getaffinity(0, sizeof set, &set) == 0) {
@@ -99,7 +99,7 @@ static void debugopts(const char *s)
 	}
 }
 
-void envinit(void)
+STARTUP_TEXT void envinit(void)
 {
 	/* once: the preload shim reads it before the runtime starts */
 	static bool done;

@@ -61,7 +61,7 @@ void shim_warn_once(_Atomic int *flag, const char *fmt, ...)
 /* ---- environment ----------------------------------------------------------------- */
 
 /* name from WEFT_RUN_<tag>: "+value" set it back, "-" unset it. */
-static void restore(const char *name, const char *saved)
+STARTUP_TEXT static void restore(const char *name, const char *saved)
 {
 	const char *v = getenv(saved);
 	if (!v)
@@ -79,7 +79,7 @@ DEFREAL(pthread_create);
 
 static bool eager; /* WEFT_START=eager: the runtime before main */
 
-static void readenv(void)
+STARTUP_TEXT static void readenv(void)
 {
 	const char *p = getenv("WEFT_PTHREADS");
 	if (p && *p) {
@@ -157,7 +157,7 @@ static struct mainctx mainctx;
 static char *mainlo, *mainhi; /* the process stack: main's under a lazy start */
 
 /* What RLIMIT_STACK allows a main thread (1 GiB if unlimited). */
-static size_t main_stack(void)
+STARTUP_TEXT static size_t main_stack(void)
 {
 	struct rlimit rl;
 	size_t sz = 8UL << 20;
@@ -216,7 +216,7 @@ static void main_go(void)
 	atomic_store_explicit(&shim_mainplain, false, memory_order_relaxed);
 }
 
-static int weft_main_shim(int argc, char **argv, char **envp)
+STARTUP_TEXT static int weft_main_shim(int argc, char **argv, char **envp)
 {
 	mainctx = (struct mainctx){ argc, argv, envp, NULL };
 	/* lazily - unless a constructor made a thread, which started the
@@ -251,7 +251,7 @@ static int weft_main_shim(int argc, char **argv, char **envp)
 typedef int (*lsm_fn)(int (*)(int, char **, char **), int, char **, void (*)(void),
 		      void (*)(void), void (*)(void), void *);
 
-HOOK int __libc_start_main(int (*main)(int, char **, char **), int argc, char **argv,
+STARTUP_TEXT HOOK int __libc_start_main(int (*main)(int, char **, char **), int argc, char **argv,
 			   void (*init)(void), void (*fini)(void), void (*rtld_fini)(void),
 			   void *stack_end)
 {
