@@ -125,6 +125,64 @@ Test(lazy, vfork_before_the_runtime, .timeout = 120)
 	}
 }
 
+/* Minor page faults of argv and every process it waited for (wait4's
+ * rusage counts the whole tree). */
+static long tree_minflt(const char *const argv[])
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_RDWR);
+		dup2(devnull, 0);
+		dup2(devnull, 1);
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	int st;
+	struct rusage ru;
+	while (wait4(pid, &st, 0, &ru) < 0)
+		cr_assert_eq(errno, EINTR);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s exited %#x", argv[0], st);
+	return ru.ru_minflt;
+}
+
+/* What a shell's children cost under weft run, in page faults, which
+ * on this VM cost tens of microseconds each and dominate a short
+ * process's start (docs/preload.md, Start-up): a shimmed process that
+ * makes no thread may fault PER_PROCESS more times than natively (~18
+ * now; 41 with libunwind, liblzma and libm linked), and a shell's child
+ * nothing more (~37 when vfork was fork).  The counts vary by a few
+ * from run to run: the least of three runs on each side. */
+#define CHILDREN 20
+#define PER_PROCESS 30
+
+Test(lazy, shell_children_page_faults, .timeout = 240)
+{
+	if (PRELOAD_SAN[0])
+		cr_skip_test("sanitizer build: its runtime's faults would be counted");
+	h_paths();
+	char loop[256];
+	snprintf(loop, sizeof loop, "i=0; while [ $i -lt %d ]; do /bin/true; i=$((i+1)); done",
+		 CHILDREN);
+	const char *nat[] = { "sh", "-c", loop, NULL };
+	const char *wr[] = { h_weft, "run", "--", "sh", "-c", loop, NULL };
+	long n = -1, w = -1;
+	for (int round = 0; round < 3; round++) {
+		long a = tree_minflt(nat), b = tree_minflt(wr);
+		n = n < 0 || a < n ? a : n;
+		w = w < 0 || b < w ? b : w;
+	}
+	/* the shell and its children, and the launcher (one more process) */
+	long extra = w - n, allowed = (CHILDREN + 2) * PER_PROCESS;
+	cr_log_info("sh -c '%d x /bin/true': %ld page faults natively, %ld under weft run", CHILDREN,
+		    n, w);
+	cr_expect(extra <= allowed,
+		  "%ld more page faults under weft run than natively (%ld, %ld), want <= %ld "
+		  "(%d per process)",
+		  extra, n, w, allowed, PER_PROCESS);
+}
+
 /* A constructor that makes a thread starts the runtime before main:
  * main is then a G from the start, and all the rest holds. */
 Test(lazy, constructor_makes_a_thread, .timeout = 120)
