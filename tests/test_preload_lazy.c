@@ -125,6 +125,21 @@ Test(lazy, vfork_before_the_runtime, .timeout = 120)
 	}
 }
 
+/* A dump (SIGQUIT) in a preloaded program still has backtraces:
+ * libunwind is no longer linked but loaded as the runtime starts
+ * (runtime/lazylib.c), before any dump can come. */
+Test(lazy, dump_has_backtraces, .timeout = 120)
+{
+	const char *a[] = { h_prog("lazy"), "dump", NULL };
+	h_shim_run(&R, 2, a, NULL, NULL, 60);
+	cr_assert(WIFEXITED(R.status) && WEXITSTATUS(R.status) == 2, "status %#x: %s%s", R.status,
+		  R.out, R.err);
+	cr_expect(strstr(R.err, "SIGQUIT: quit"), "%s", R.err);
+	cr_expect(strstr(R.err, "lazy_dump_worker()"), "the thread's frame in the dump: %s",
+		  R.err);
+	cr_expect(!strstr(R.err, "no backtrace"), "%s", R.err);
+}
+
 /* Minor page faults of argv and every process it waited for (wait4's
  * rusage counts the whole tree). */
 static long tree_minflt(const char *const argv[])

@@ -17,6 +17,10 @@
  *                  of libunwind) at the end
  *   lazy forks     fork + exec before the first thread, then threads,
  *                  then fork (the child makes threads) and exec again
+ *   lazy dump      a thread blocks in lazy_dump_worker, main raises
+ *                  SIGQUIT: the shim's dump (stderr, exit 2) must show
+ *                  that function in the thread's backtrace (libunwind is
+ *                  loaded as the runtime starts, not linked)
  *   lazy vfork     vfork + exec before the first thread (the child
  *                  first writes a global and sets its mask, as a shell's
  *                  does): prints vfork_shared=1 if the parent sees the
@@ -317,6 +321,33 @@ static int vforks(void)
 	return 0;
 }
 
+/* ---- a dump ---------------------------------------------------------------------- */
+
+static int dump_pipe[2], dump_ready[2];
+
+/* Not static: its name is what the dump must show. */
+__attribute__((noinline)) void *lazy_dump_worker(void *arg)
+{
+	char c = 'r';
+	CHECK(write(dump_ready[1], &c, 1) == 1);
+	CHECK(read(dump_pipe[0], &c, 1) >= 0); /* never written: parks */
+	return arg;
+}
+
+static int dump(void)
+{
+	CHECK(pipe(dump_pipe) == 0 && pipe(dump_ready) == 0);
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, lazy_dump_worker, NULL) == 0);
+	char c;
+	CHECK(read(dump_ready[0], &c, 1) == 1);
+	fflush(stdout);
+	raise(SIGQUIT); /* the dump, then exit 2 */
+	nap(100000000);
+	for (;;)
+		pause();
+}
+
 /* LAZY_CTOR_THREAD=1: a constructor makes (and joins) a thread, as some
  * libraries do, so the runtime is up before main. */
 static void *ctor_thread(void *arg)
@@ -347,6 +378,8 @@ int main(int argc, char **argv)
 		return forks();
 	if (!strcmp(c, "vfork"))
 		return vforks();
-	fprintf(stderr, "usage: lazy plain|threads|forks|vfork\n");
+	if (!strcmp(c, "dump"))
+		return dump();
+	fprintf(stderr, "usage: lazy plain|threads|forks|vfork|dump\n");
 	return 2;
 }
