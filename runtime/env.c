@@ -26,7 +26,7 @@ struct weftenv weftenv;
 #define STACK_MIN (16 * 1024)
 #define STACK_MAX (1024L * 1024 * 1024)
 
-STARTUP_TEXT static int cpus_available(void)
+static int cpus_available(void)
 {
 	cpu_set_t set;
 	if (sched_getaffinity(0, sizeof set, &set) == 0) {
@@ -99,6 +99,13 @@ static void debugopts(const char *s)
 	}
 }
 
+int envmaxprocs(void)
+{
+	if (weftenv.maxprocs <= 0)
+		weftenv.maxprocs = cpus_available();
+	return weftenv.maxprocs;
+}
+
 STARTUP_TEXT void envinit(void)
 {
 	/* once: the preload shim reads it before the runtime starts */
@@ -106,7 +113,7 @@ STARTUP_TEXT void envinit(void)
 	if (done)
 		return;
 	done = true;
-	weftenv.maxprocs = cpus_available();
+	weftenv.maxprocs = 0; /* envmaxprocs */
 	weftenv.stacksize = 256 * 1024;
 	weftenv.stackkind = WEFT_STACK_GUARDED;
 

@@ -604,7 +604,7 @@ static inline void tls_loadfs(struct m *m, struct g *to)
 /* ---- env.c -------------------------------------------------------------- */
 
 struct weftenv {
-	int maxprocs;          /* WEFT_MAXPROCS or CPUs available */
+	int maxprocs;          /* WEFT_MAXPROCS, or 0: the CPUs available (envmaxprocs) */
 	size_t stacksize;      /* WEFT_STACK_SIZE */
 	int stackkind;         /* WEFT_STACK: guarded/segmented */
 	int64_t schedtrace_ms; /* WEFT_DEBUG=schedtrace=N */
@@ -615,6 +615,10 @@ struct weftenv {
 };
 extern struct weftenv weftenv;
 void envinit(void);
+/* weftenv.maxprocs, the CPUs available counted now if WEFT_MAXPROCS did
+ * not say (at the runtime's start: not a system call in every process
+ * that never starts it). */
+int envmaxprocs(void);
 int parse_size(const char *s, size_t *out); /* "64K", "1M", "8M", bytes */
 
 /* ---- waiters (sema.c): parking that works for Gs and plain threads ----- */

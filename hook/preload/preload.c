@@ -108,6 +108,7 @@ __attribute__((constructor)) static void shim_ctor(void)
 static _Atomic int startstate; /* 0 not yet, 1 starting, 2 up */
 static void main_go(void);
 static bool onmainstack(void);
+static void mainbounds(void);
 
 void shim_start(void)
 {
@@ -138,6 +139,7 @@ void shim_rtstart(void)
 	/* every thread its own TLS unless WEFT_TLS=shared (docs/preload.md);
 	 * in native mode threads are real ones and have theirs anyway */
 	rt_tls_default = !shim_native;
+	mainbounds();
 	runtime_ensure();
 	shim_fork_init(); /* after the runtime: see fork.c */
 	atomic_store_explicit(&startstate, 2, memory_order_release);
@@ -154,10 +156,15 @@ struct mainctx {
 	void *tcb; /* the real main thread's TCB, for the main G, or NULL */
 };
 static struct mainctx mainctx;
-static char *mainlo, *mainhi; /* the process stack: main's under a lazy start */
+/* The process stack, main's under a lazy start: mainhi from
+ * __libc_start_main, mainlo once the runtime starts (mainbounds: a
+ * getrlimit no process that never starts it needs).  Both NULL if the
+ * runtime started before __libc_start_main (a library's constructor
+ * made a thread): main is then never adopted. */
+static char *mainlo, *mainhi;
 
 /* What RLIMIT_STACK allows a main thread (1 GiB if unlimited). */
-STARTUP_TEXT static size_t main_stack(void)
+static size_t main_stack(void)
 {
 	struct rlimit rl;
 	size_t sz = 8UL << 20;
@@ -184,11 +191,19 @@ static void main_g(void *arg)
 
 #define SIGSTACK (256 * 1024) /* the signal thread's stack after main_go */
 
+/* In shim_rtstart, once, before startstate is 2: whoever then reads
+ * mainlo (onmainstack, main_go: after shim_rtstart) sees it. */
+static void mainbounds(void)
+{
+	if (mainhi)
+		mainlo = mainhi - main_stack();
+}
+
 /* Is the caller main, running on the process stack before its G? */
 static bool onmainstack(void)
 {
 	char *sp = __builtin_frame_address(0);
-	return sp >= mainlo && sp < mainhi;
+	return mainlo && sp >= mainlo && sp < mainhi;
 }
 
 /* On the real main thread, in the first call that needs main to be a G:
@@ -261,6 +276,5 @@ STARTUP_TEXT HOOK int __libc_start_main(int (*main)(int, char **, char **), int 
 	/* main's frames are below stack_end; the process stack holds what
 	 * RLIMIT_STACK allows below it */
 	mainhi = (char *)(((uintptr_t)stack_end + 4095) & ~(uintptr_t)4095);
-	mainlo = mainhi - main_stack();
 	return real(weft_main_shim, argc, argv, init, fini, rtld_fini, stack_end);
 }
