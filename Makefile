@@ -73,7 +73,12 @@ LIB_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o) $(HOOK_SRC:%.c=$(BUILD)/obj/%.o) 
 	$(ARCH_SRC:%.S=$(BUILD)/obj/%.o)
 HDRS := include/weft.h $(wildcard runtime/*.h) $(wildcard hook/*.h) arch/ctx.h $(wildcard arch/x86_64/*.h)
 
-LIBS := -lm -ldl -lunwind -lunwind-x86_64
+LIBS := -ldl
+# The shim alone: -fini= names no function, so it gets no DT_FINI, whose
+# _fini (crti.o's, empty on x86_64, on the last page of the text) cost
+# every process under weft run a page fault as it exited; destructors
+# run from .fini_array as ever (docs/preload.md, Start-up)
+SHIM_LDFLAGS := -Wl,-fini=weft_no_dt_fini
 SO := $(BUILD)/lib/libweft.so
 AR_LIB := $(BUILD)/lib/libweft.a
 # the LD_PRELOAD shim: the runtime and hooks plus what only an unmodified
@@ -92,7 +97,7 @@ deps:
 # Objects and links depend on the flags they were made with: a change of
 # flags (or compiler) rebuilds, as a change of source does.
 FLAGS_STAMP := $(BUILD)/.flags
-FLAGS_NOW := $(CC) $(CFLAGS_LIB) | $(SO_LDFLAGS) $(LIBS) | $(HARDEN) $(LDFLAGS_HARDEN)
+FLAGS_NOW := $(CC) $(CFLAGS_LIB) | $(SO_LDFLAGS) $(SHIM_LDFLAGS) $(LIBS) | $(HARDEN) $(LDFLAGS_HARDEN)
 $(shell mkdir -p $(BUILD) && { [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || \
 	printf '%s\n' '$(FLAGS_NOW)' > $(FLAGS_STAMP); })
 
@@ -108,7 +113,7 @@ $(BUILD)/obj/%.o: %.S $(FLAGS_STAMP)
 # -z defs: a symbol no library provides is a link error, never a run-time
 # "symbol lookup error" (tests/test_link.c checks the result)
 SO_LDFLAGS := -shared -Wl,-z,defs -Wl,--exclude-libs,ALL $(LDFLAGS_HARDEN) $(LDFLAGS_SAN) -pthread
-$(SO): $(LIB_OBJ) $(JEMALLOC_A) $(UNWIND_SO) $(FLAGS_STAMP)
+$(SO): $(LIB_OBJ) $(JEMALLOC_A) $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(SO_LDFLAGS) -o $@ $(LIB_OBJ) $(JEMALLOC_A) -Wl,-soname,libweft.so $(LIBS)
 
@@ -134,9 +139,9 @@ $(JEMALLOC_LAZY_A): $(JEMALLOC_A)
 		objcopy --remove-section=.init_array --remove-section=.rela.init_array $$o; done
 	ar rcs $@ $(@D)/*.o
 
-$(PRELOAD_SO): $(LIB_OBJ) $(PRELOAD_OBJ) $(JEMALLOC_LAZY_A) $(UNWIND_SO) $(FLAGS_STAMP)
+$(PRELOAD_SO): $(LIB_OBJ) $(PRELOAD_OBJ) $(JEMALLOC_LAZY_A) $(FLAGS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(SO_LDFLAGS) -o $@ $(LIB_OBJ) $(PRELOAD_OBJ) $(JEMALLOC_LAZY_A) \
+	$(CC) $(SO_LDFLAGS) $(SHIM_LDFLAGS) -o $@ $(LIB_OBJ) $(PRELOAD_OBJ) $(JEMALLOC_LAZY_A) \
 		-Wl,-soname,libweft_preload.so $(LIBS)
 
 $(LAUNCHER): tools/weft.c $(FLAGS_STAMP)

@@ -11,6 +11,11 @@ sides alternately ROUNDS times and prints the median wall and CPU time
 (user + system of the whole tree, from wait4) of each, and its ratio to
 native.  Part of `make bench`; alone: BUILD=build python3 bench/startup.py
 [ROUNDS] [N].  Target (issue 12): weft run <= 1.3x native wall time.
+
+BASELINE=other/build adds `weft run` of that build (say, main's before a
+change) as one more side, run in the same alternation.  SIDES=a,b,...
+runs only those sides (native always): weft, eager, nochildren,
+baseline; SIDES=weft,baseline leaves the slow eager start out.
 """
 import os
 import statistics
@@ -43,26 +48,39 @@ def main():
     for k in ("LD_PRELOAD", "WEFT_START"):
         base.pop(k, None)
     sides = [
-        ("native", ["sh", "-c", loop], base),
-        ("weft run", [WEFT, "run", "--", "sh", "-c", loop], base),
+        ("native", ["sh", "-c", loop], base, "native"),
+        ("weft run", [WEFT, "run", "--", "sh", "-c", loop], base, "weft"),
         ("weft run, WEFT_START=eager", [WEFT, "run", "--", "sh", "-c", loop],
-         dict(base, WEFT_START="eager")),
-        ("weft run --no-children", [WEFT, "run", "--no-children", "--", "sh", "-c", loop], base),
+         dict(base, WEFT_START="eager"), "eager"),
+        ("weft run --no-children", [WEFT, "run", "--no-children", "--", "sh", "-c", loop], base,
+         "nochildren"),
     ]
-    res = {name: ([], []) for name, _, _ in sides}
+    baseline = os.environ.get("BASELINE")
+    if baseline:
+        other = os.path.join(baseline, "bin", "weft")
+        if not os.access(other, os.X_OK):
+            sys.exit(f"startup: no {other}")
+        sides.insert(2, ("weft run, BASELINE", [other, "run", "--", "sh", "-c", loop], base,
+                         "baseline"))
+    keep = [w.strip() for w in os.environ.get("SIDES", "").split(",") if w.strip()]
+    if keep:
+        sides = [sd for sd in sides if sd[3] == "native" or sd[3] in keep]
+    res = {name: ([], []) for name, _, _, _ in sides}
     load0 = os.getloadavg()[0]
     for _ in range(rounds):
-        for name, argv, env in sides:
+        for name, argv, env, _ in sides:
             w, c = run(argv, env)
             res[name][0].append(w)
             res[name][1].append(c)
     load1 = os.getloadavg()[0]
     print(f"\nsh -c '{n} x /bin/true': median of {rounds} alternating runs "
           f"(load average {load0:.1f} before, {load1:.1f} after)")
+    if baseline:
+        print(f"BASELINE: {baseline}")
     print(f"{'':30s} {'wall s':>8s} {'x native':>9s} {'CPU s':>8s} {'x native':>9s}")
     nw = statistics.median(res["native"][0])
     nc = statistics.median(res["native"][1])
-    for name, _, _ in sides:
+    for name, _, _, _ in sides:
         w = statistics.median(res[name][0])
         c = statistics.median(res[name][1])
         print(f"{name:30s} {w:8.2f} {w / nw:8.2f}x {c:8.2f} {c / nc:8.2f}x")

@@ -18,7 +18,7 @@
 
 static __thread int resolving;
 
-void *hook_resolve(void *_Atomic *slot, const char *name)
+STARTUP_TEXT void *hook_resolve(void *_Atomic *slot, const char *name)
 {
 	if (resolving)
 		fatal("dlsym looked up %s while resolving another hooked call", name);

@@ -157,6 +157,12 @@ void allocinit(void)
 	struct m *m = getm();
 	uintptr_t fs = je_enter(m);
 	int r = mallctl("arenas.create", &arena, &sz, &hp, sizeof hp);
+	/* heap profiling (MALLOC_CONF=prof:true) calls libm, which weft
+	 * does not link: load it now, from this plain context (lazylib.c) */
+	bool prof = false;
+	size_t psz = sizeof prof;
+	if (mallctl("opt.prof", &prof, &psz, NULL, 0) == 0 && prof)
+		(void)lazylib_open(LAZY_M);
 	je_leave(m, fs);
 	if (r == 0)
 		arena_ok = true;

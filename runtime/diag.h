@@ -11,8 +11,8 @@
 
 /* ---- dump.c ------------------------------------------------------------ */
 
-/* At runtime start (weak hook in proc.c): the SIGQUIT and SIGURG
- * handlers and the thread that prints SIGQUIT dumps. */
+/* At runtime start (weak hook in proc.c): the unwinder (tb_init), the
+ * SIGQUIT and SIGURG handlers and the thread that prints SIGQUIT dumps. */
 void dump_init(void);
 /* Runtime threads other than Ms and sysmon that dump.c started (the
  * dumper), for the deadlock check's thread count. */
@@ -32,6 +32,10 @@ struct tb {
 	uintptr_t pc[TB_MAXFRAMES];
 };
 
+/* At runtime start (dump_init), in a plain context: load libunwind
+ * (lazylib.c) and find its local unwinder.  Without it (not installed)
+ * every backtrace below is empty and prints as such. */
+void tb_init(void);
 /* From a switched-out context (a parked or runnable G's saved sp). */
 void tb_from_frame(void *sp, struct tb *t);
 /* From a signal handler's ucontext_t. */

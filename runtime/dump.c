@@ -434,6 +434,7 @@ void dump_init(void)
 {
 	extern int (*rt_pthread_create)(pthread_t *, const pthread_attr_t *,
 					void *(*)(void *), void *);
+	tb_init(); /* libunwind, now: a dump may come where dlopen cannot */
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
 	sigemptyset(&sa.sa_mask);

@@ -101,14 +101,21 @@ static void debugopts(const char *s)
 	}
 }
 
-void envinit(void)
+int envmaxprocs(void)
+{
+	if (weftenv.maxprocs <= 0)
+		weftenv.maxprocs = cpus_available();
+	return weftenv.maxprocs;
+}
+
+STARTUP_TEXT void envinit(void)
 {
 	/* once: the preload shim reads it before the runtime starts */
 	static bool done;
 	if (done)
 		return;
 	done = true;
-	weftenv.maxprocs = cpus_available();
+	weftenv.maxprocs = 0; /* envmaxprocs */
 	weftenv.stacksize = 256 * 1024;
 	weftenv.stackkind = WEFT_STACK_GUARDED;
 

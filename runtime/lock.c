@@ -150,13 +150,14 @@ bool notetsleep(struct note *n, int64_t ns)
  * portably): never inlined, and the empty asm with a memory clobber keeps
  * interprocedural analysis from finding them pure, so no caller reuses an
  * errno address or value from before a switch. */
-__attribute__((noinline)) int rt_geterrno(void)
+/* in STARTUP_TEXT: hook_resolve, run as every process starts, calls them */
+STARTUP_TEXT __attribute__((noinline)) int rt_geterrno(void)
 {
 	__asm__ volatile("" ::: "memory");
 	return errno;
 }
 
-__attribute__((noinline)) void rt_seterrno(int e)
+STARTUP_TEXT __attribute__((noinline)) void rt_seterrno(int e)
 {
 	__asm__ volatile("" ::: "memory");
 	errno = e;

@@ -1873,7 +1873,7 @@ static void runtime_init_once(void)
 	netpollinit();
 	atomic_store(&coarsenow, nanotime());
 	atomic_store(&sched.lastpoll, nanotime());
-	sched.gomaxprocs = weftenv.maxprocs;
+	sched.gomaxprocs = envmaxprocs();
 	lock(&sched.lock);
 	for (int32_t i = weftenv.maxprocs - 1; i >= 0; i--) {
 		allp[i] = newp(i);

@@ -28,6 +28,12 @@
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define HIDDEN __attribute__((visibility("hidden")))
+/* Code every process under the shim runs as it starts (reading WEFT_*,
+ * the shim's __libc_start_main): kept in .text.startup, beside the
+ * constructors, so that its text is faulted in at once (the kernel maps
+ * up to 16 pages around a fault) rather than one fault per function
+ * spread over 800 KiB of text (docs/preload.md, Start-up). */
+#define STARTUP_TEXT __attribute__((section(".text.startup")))
 
 struct g;
 struct m;
@@ -559,6 +565,19 @@ void rtfree(void *ptr);
 unsigned rt_tcache_create(void);
 void allocinit(void);
 
+/* ---- lazylib.c: libraries loaded when the runtime starts, not with weft -- */
+
+enum lazylib_id {
+	LAZY_UNWIND, /* libunwind: dump backtraces (traceback.c) */
+	LAZY_M,      /* libm: jemalloc's heap profiling */
+};
+/* The library's handle, dlopen'd (RTLD_LOCAL) at the first call; NULL if
+ * it cannot be loaded (said once on stderr).  A plain context only: never
+ * from a signal handler. */
+void *lazylib_open(enum lazylib_id id);
+/* dlsym in it, or NULL. */
+void *lazylib_sym(enum lazylib_id id, const char *name);
+
 /* ---- tls.c: a TLS block and TCB per G (WEFT_TLS=thread) ------------------ */
 
 /* One more on a counter of this M's (only it writes: no RMW). */
@@ -642,7 +661,7 @@ static inline void tls_loadfs(struct m *m, struct g *to)
 /* ---- env.c -------------------------------------------------------------- */
 
 struct weftenv {
-	int maxprocs;          /* WEFT_MAXPROCS or CPUs available */
+	int maxprocs;          /* WEFT_MAXPROCS, or 0: the CPUs available (envmaxprocs) */
 	size_t stacksize;      /* WEFT_STACK_SIZE */
 	int stackkind;         /* WEFT_STACK: guarded/segmented */
 	int64_t schedtrace_ms; /* WEFT_DEBUG=schedtrace=N */
@@ -654,6 +673,10 @@ struct weftenv {
 };
 extern struct weftenv weftenv;
 void envinit(void);
+/* weftenv.maxprocs, the CPUs available counted now if WEFT_MAXPROCS did
+ * not say (at the runtime's start: not a system call in every process
+ * that never starts it). */
+int envmaxprocs(void);
 int parse_size(const char *s, size_t *out); /* "64K", "1M", "8M", bytes */
 
 /* ---- waiters (sema.c): parking that works for Gs and plain threads ----- */

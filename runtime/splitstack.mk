@@ -35,7 +35,7 @@ $(BUILD)/obj-split/%.o: %.S $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -DWEFT_SPLITSTACK -c $< -o $@
 
-$(SPLIT_SO): $(SPLIT_OBJ) $(JEMALLOC_A) $(UNWIND_SO) $(FLAGS_STAMP)
+$(SPLIT_SO): $(SPLIT_OBJ) $(JEMALLOC_A) $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(SO_LDFLAGS) -o $@ $(SPLIT_OBJ) $(JEMALLOC_A) -Wl,-soname,libweft_split.so $(LIBS)
 

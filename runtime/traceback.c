@@ -2,7 +2,9 @@
  * traceback.c - backtraces of green threads, and turning them into
  * function, file and line.
  *
- * Walking is libunwind's local unwinder (DWARF CFI), started from:
+ * Walking is libunwind's local unwinder (DWARF CFI), loaded with dlopen
+ * when the runtime starts (tb_init; lazylib.c says why it is not
+ * linked), started from:
  *   - a switched-out G: the frame weft_ctx_switch left at g->sp
  *     (arch/x86_64/ctx_frame.h) gives rip, rbx, rbp, r12-r15, and the sp
  *     once that frame is popped;
@@ -37,6 +39,43 @@
 #include "diag.h"
 #include "sys.h"
 
+/* ---- libunwind ------------------------------------------------------------- */
+
+/* The names libunwind.h's macros give the local unwinder's calls
+ * (_ULx86_64_step...), as dlsym wants them. */
+#define UNWNAME_(x) #x
+#define UNWNAME(x) UNWNAME_(x)
+
+/* Its functions, set once by tb_init (before the runtime is marked
+ * started, so before any dump); all NULL if it could not be loaded. */
+static struct {
+	int (*getcontext)(unw_context_t *);
+	int (*init_local)(unw_cursor_t *, unw_context_t *);
+	int (*init_local2)(unw_cursor_t *, unw_context_t *, int);
+	int (*get_reg)(unw_cursor_t *, unw_regnum_t, unw_word_t *);
+	int (*step)(unw_cursor_t *);
+} unw;
+
+void tb_init(void)
+{
+	if (unw.step || !lazylib_open(LAZY_UNWIND))
+		return;
+	void *gc = lazylib_sym(LAZY_UNWIND, UNWNAME(unw_tdep_getcontext));
+	void *il = lazylib_sym(LAZY_UNWIND, UNWNAME(unw_init_local));
+	void *il2 = lazylib_sym(LAZY_UNWIND, UNWNAME(unw_init_local2));
+	void *gr = lazylib_sym(LAZY_UNWIND, UNWNAME(unw_get_reg));
+	void *st = lazylib_sym(LAZY_UNWIND, UNWNAME(unw_step));
+	if (!gc || !il || !il2 || !gr || !st) {
+		warn("%s lacks the local unwinder: dumps without backtraces\n", "libunwind");
+		return;
+	}
+	unw.getcontext = (int (*)(unw_context_t *))gc;
+	unw.init_local = (int (*)(unw_cursor_t *, unw_context_t *))il;
+	unw.init_local2 = (int (*)(unw_cursor_t *, unw_context_t *, int))il2;
+	unw.get_reg = (int (*)(unw_cursor_t *, unw_regnum_t, unw_word_t *))gr;
+	unw.step = (int (*)(unw_cursor_t *))st;
+}
+
 /* ---- walking ------------------------------------------------------------- */
 
 static void walk(unw_cursor_t *cur, struct tb *t)
@@ -44,10 +83,10 @@ static void walk(unw_cursor_t *cur, struct tb *t)
 	t->n = 0;
 	do {
 		unw_word_t ip;
-		if (unw_get_reg(cur, UNW_REG_IP, &ip) < 0 || ip == 0)
+		if (unw.get_reg(cur, UNW_REG_IP, &ip) < 0 || ip == 0)
 			break;
 		t->pc[t->n++] = (uintptr_t)ip;
-	} while (t->n < TB_MAXFRAMES && unw_step(cur) > 0);
+	} while (t->n < TB_MAXFRAMES && unw.step(cur) > 0);
 }
 
 void tb_from_frame(void *sp, struct tb *t)
@@ -67,7 +106,7 @@ void tb_from_frame(void *sp, struct tb *t)
 	unw_cursor_t cur;
 	t->n = 0;
 	t->exact0 = false; /* rip is the return address of the switch call */
-	if (unw_init_local(&cur, &uc) == 0)
+	if (unw.step && unw.init_local(&cur, &uc) == 0)
 		walk(&cur, t);
 }
 
@@ -76,7 +115,7 @@ void tb_from_ucontext(void *uc, struct tb *t)
 	unw_cursor_t cur;
 	t->n = 0;
 	t->exact0 = true;
-	if (unw_init_local2(&cur, (unw_context_t *)uc, UNW_INIT_SIGNAL_FRAME) == 0)
+	if (unw.step && unw.init_local2(&cur, (unw_context_t *)uc, UNW_INIT_SIGNAL_FRAME) == 0)
 		walk(&cur, t);
 }
 
@@ -86,7 +125,7 @@ void tb_here(struct tb *t)
 	unw_cursor_t cur;
 	t->n = 0;
 	t->exact0 = false;
-	if (unw_getcontext(&uc) == 0 && unw_init_local(&cur, &uc) == 0)
+	if (unw.step && unw.getcontext(&uc) == 0 && unw.init_local(&cur, &uc) == 0)
 		walk(&cur, t);
 }
 
@@ -443,7 +482,7 @@ void tb_print(const struct tb *t, FILE *out)
 		last--;
 	n = last;
 	if (n == 0)
-		fprintf(out, "\t(no frames)\n");
+		fprintf(out, unw.step ? "\t(no frames)\n" : "\t(no backtrace: libunwind not loaded)\n");
 	for (int i = first; i < n; i++) {
 		if (!s[i]) {
 			fprintf(out, "?()\n\t?+%#lx\n", (unsigned long)t->pc[i]);

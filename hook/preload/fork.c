@@ -4,8 +4,17 @@
  * fork: an atfork child handler (registered once the runtime is up, so
  * after jemalloc's own) rebuilds the runtime in the child: one M (the
  * forking thread), the forking G the only thread (runtime/fork.c).
- * vfork is fork: a vfork child shares our memory, and the hooks it would
- * run (dup2, close) would rewrite the parent's scheduler and fd state.
+ *
+ * vfork: glibc's until the runtime starts, fork after.  A vfork child
+ * runs on our memory and stack until it execs or exits.  Before the
+ * runtime starts every hook is the plain call and writes nothing of
+ * weft's (fd.c, signal.c: all behind rt_started() or the router being
+ * active; exec below), so the child may run them as it runs libc's:
+ * that is what keeps the children of a shell or make under `weft run`
+ * as cheap as natively (no copied page tables, no copy-on-write faults
+ * in the child or in the parent afterwards; docs/preload.md, Start-up).
+ * Once the runtime runs, the hooks a child would run (dup2, close,
+ * sigprocmask) would rewrite the parent's scheduler and fd state: fork.
  *
  * exec and spawn: run with the program's signal mask.  Nothing else to
  * undo: weft never changes a file's O_NONBLOCK (hook.c io_try), so a
@@ -50,16 +59,45 @@ void shim_fork_init(void)
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
-HOOK pid_t vfork(void)
+/* vfork and __vfork, in assembly: a function that called glibc's vfork
+ * and returned would leave the child, and then the parent, returning
+ * through a frame the child has since overwritten (the stack is shared).
+ * So the stub asks vfork_target where to go and jumps there with the
+ * caller's return address still on top of the stack, as if the caller
+ * had called it directly: glibc's vfork keeps that address in a
+ * register across the system call, as it must. */
+DEFREAL(vfork);
+
+static pid_t vfork_fork(void)
 {
 	return fork();
 }
 
-pid_t __vfork(void);
-HOOK pid_t __vfork(void)
+void *vfork_target(void) HIDDEN __attribute__((used));
+void *vfork_target(void)
 {
-	return fork();
+	if (!rt_started())
+		return (void *)REAL(vfork);
+	return (void *)vfork_fork;
 }
+
+__asm__(".text\n"
+	".globl vfork\n"
+	".type vfork, @function\n"
+	".globl __vfork\n"
+	".type __vfork, @function\n"
+	".p2align 4\n"
+	"vfork:\n"
+	"__vfork:\n"
+#ifdef __CET__
+	"endbr64\n"
+#endif
+	"sub $8, %rsp\n" /* the call below with the stack 16-aligned */
+	"call vfork_target\n"
+	"add $8, %rsp\n"
+	"jmp *%rax\n"
+	".size vfork, .-vfork\n"
+	".size __vfork, .-__vfork\n");
 
 /* ---- exec ---------------------------------------------------------------------------- */
 
@@ -88,13 +126,18 @@ DEFREAL(execveat);
 	})
 
 /* An exec: with the program's mask, and no runtime thread started while
- * it runs. */
+ * it runs.  Before the runtime starts there is no such thread, and the
+ * caller may be the child of a real vfork, on our memory: a flag set
+ * here would stay set in the parent after the child's exec. */
 #define EXEC(call)                                              \
 	({                                                      \
-		sig_exec_begin();                               \
+		bool rt_ = rt_started();                        \
+		if (rt_)                                        \
+			sig_exec_begin();                       \
 		int x_ = WITH_P(int, call);                     \
 		int xe_ = errno_get();                          \
-		sig_exec_end();                                 \
+		if (rt_)                                        \
+			sig_exec_end();                         \
 		errno_set(xe_);                                 \
 		x_;                                             \
 	})

@@ -61,7 +61,7 @@ void shim_warn_once(_Atomic int *flag, const char *fmt, ...)
 /* ---- environment ----------------------------------------------------------------- */
 
 /* name from WEFT_RUN_<tag>: "+value" set it back, "-" unset it. */
-static void restore(const char *name, const char *saved)
+STARTUP_TEXT static void restore(const char *name, const char *saved)
 {
 	const char *v = getenv(saved);
 	if (!v)
@@ -79,7 +79,7 @@ DEFREAL(pthread_create);
 
 static bool eager; /* WEFT_START=eager: the runtime before main */
 
-static void readenv(void)
+STARTUP_TEXT static void readenv(void)
 {
 	const char *p = getenv("WEFT_PTHREADS");
 	if (p && *p) {
@@ -110,6 +110,7 @@ __attribute__((constructor)) static void shim_ctor(void)
 static _Atomic int startstate; /* 0 not yet, 1 starting, 2 up */
 static void main_go(void);
 static bool onmainstack(void);
+static void mainbounds(void);
 
 void shim_start(void)
 {
@@ -140,6 +141,7 @@ void shim_rtstart(void)
 	/* every thread its own TLS unless WEFT_TLS=shared (docs/preload.md);
 	 * in native mode threads are real ones and have theirs anyway */
 	rt_tls_default = !shim_native;
+	mainbounds();
 	runtime_ensure();
 	shim_fork_init(); /* after the runtime: see fork.c */
 	atomic_store_explicit(&startstate, 2, memory_order_release);
@@ -156,7 +158,12 @@ struct mainctx {
 	void *tcb; /* the real main thread's TCB, for the main G, or NULL */
 };
 static struct mainctx mainctx;
-static char *mainlo, *mainhi; /* the process stack: main's under a lazy start */
+/* The process stack, main's under a lazy start: mainhi from
+ * __libc_start_main, mainlo once the runtime starts (mainbounds: a
+ * getrlimit no process that never starts it needs).  Both NULL if the
+ * runtime started before __libc_start_main (a library's constructor
+ * made a thread): main is then never adopted. */
+static char *mainlo, *mainhi;
 
 /* What RLIMIT_STACK allows a main thread (1 GiB if unlimited). */
 static size_t main_stack(void)
@@ -186,11 +193,19 @@ static void main_g(void *arg)
 
 #define SIGSTACK (256 * 1024) /* the signal thread's stack after main_go */
 
+/* In shim_rtstart, once, before startstate is 2: whoever then reads
+ * mainlo (onmainstack, main_go: after shim_rtstart) sees it. */
+static void mainbounds(void)
+{
+	if (mainhi)
+		mainlo = mainhi - main_stack();
+}
+
 /* Is the caller main, running on the process stack before its G? */
 static bool onmainstack(void)
 {
 	char *sp = __builtin_frame_address(0);
-	return sp >= mainlo && sp < mainhi;
+	return mainlo && sp >= mainlo && sp < mainhi;
 }
 
 /* On the real main thread, in the first call that needs main to be a G:
@@ -218,7 +233,7 @@ static void main_go(void)
 	atomic_store_explicit(&shim_mainplain, false, memory_order_relaxed);
 }
 
-static int weft_main_shim(int argc, char **argv, char **envp)
+STARTUP_TEXT static int weft_main_shim(int argc, char **argv, char **envp)
 {
 	mainctx = (struct mainctx){ argc, argv, envp, NULL };
 	/* lazily - unless a constructor made a thread, which started the
@@ -253,7 +268,7 @@ static int weft_main_shim(int argc, char **argv, char **envp)
 typedef int (*lsm_fn)(int (*)(int, char **, char **), int, char **, void (*)(void),
 		      void (*)(void), void (*)(void), void *);
 
-HOOK int __libc_start_main(int (*main)(int, char **, char **), int argc, char **argv,
+STARTUP_TEXT HOOK int __libc_start_main(int (*main)(int, char **, char **), int argc, char **argv,
 			   void (*init)(void), void (*fini)(void), void (*rtld_fini)(void),
 			   void *stack_end)
 {
@@ -263,6 +278,5 @@ HOOK int __libc_start_main(int (*main)(int, char **, char **), int argc, char **
 	/* main's frames are below stack_end; the process stack holds what
 	 * RLIMIT_STACK allows below it */
 	mainhi = (char *)(((uintptr_t)stack_end + 4095) & ~(uintptr_t)4095);
-	mainlo = mainhi - main_stack();
 	return real(weft_main_shim, argc, argv, init, fini, rtld_fini, stack_end);
 }

@@ -5,16 +5,27 @@
  * weft; tests/test_preload_lazy.c runs it with and without the shim.
  *
  *   lazy plain     no thread ever: prints tasks= (its OS threads),
- *                  child_tasks= (those of a child it forked) and maps= /
- *                  anon= (its mappings, all / anonymous) after using
+ *                  child_tasks= (those of a child it forked), maps= /
+ *                  anon= (its mappings, all / anonymous) and rare_libs=
+ *                  (mappings of libunwind, liblzma, libm) after using
  *                  what the shim hooks (a pipe, sleep, a mutex, a key, a
  *                  signal handler, fork)
  *   lazy threads   state made before the first thread (a held error-
  *                  checking mutex, a key, the signal mask, a handler)
  *                  holds after it; 200 threads then run (cond, mutex,
- *                  sleep, join); prints tasks= at the end
+ *                  sleep, join); prints tasks= and unwind_maps= (those
+ *                  of libunwind) at the end
  *   lazy forks     fork + exec before the first thread, then threads,
  *                  then fork (the child makes threads) and exec again
+ *   lazy dump      a thread blocks in lazy_dump_worker, main raises
+ *                  SIGQUIT: the shim's dump (stderr, exit 2) must show
+ *                  that function in the thread's backtrace (libunwind is
+ *                  loaded as the runtime starts, not linked)
+ *   lazy vfork     vfork + exec before the first thread (the child
+ *                  first writes a global and sets its mask, as a shell's
+ *                  does): prints vfork_shared=1 if the parent sees the
+ *                  write (a real vfork: the child ran on its memory);
+ *                  then threads start, and vfork + exec once more
  *
  * With LAZY_CTOR_THREAD=1 a constructor makes a thread first.
  *
@@ -54,15 +65,20 @@ static int tasks(void)
 	return n;
 }
 
-/* Mappings in /proc/self/maps: all, and anonymous ones (no path). */
-static void maps(int *all, int *anon)
+/* Mappings in /proc/self/maps: all, anonymous ones (no path), and
+ * those of libraries whose path has name in it (NULL: none asked). */
+static void maps_of(int *all, int *anon, const char *name, int *named)
 {
 	FILE *f = fopen("/proc/self/maps", "r");
 	CHECK(f);
 	char line[512];
 	*all = *anon = 0;
+	if (named)
+		*named = 0;
 	while (fgets(line, sizeof line, f)) {
 		(*all)++;
+		if (name && strstr(line, name))
+			(*named)++;
 		/* address perms offset dev inode [path] */
 		char *p = line;
 		for (int field = 0; field < 5 && p; field++) {
@@ -75,6 +91,29 @@ static void maps(int *all, int *anon)
 			(*anon)++;
 	}
 	fclose(f);
+}
+
+static void maps(int *all, int *anon)
+{
+	maps_of(all, anon, NULL, NULL);
+}
+
+/* Mappings of the libraries weft uses only once its runtime runs
+ * (libunwind for dumps, the liblzma it needs, libm). */
+static int rare_libs(void)
+{
+	int all, anon, unw, lzma, m;
+	maps_of(&all, &anon, "/libunwind", &unw);
+	maps_of(&all, &anon, "/liblzma", &lzma);
+	maps_of(&all, &anon, "/libm.so", &m);
+	return unw + lzma + m;
+}
+
+static int unwind_maps(void)
+{
+	int all, anon, unw;
+	maps_of(&all, &anon, "/libunwind", &unw);
+	return unw;
 }
 
 static volatile sig_atomic_t got;
@@ -127,8 +166,8 @@ static int plain(void)
 	int child = use_hooks();
 	int all, anon;
 	maps(&all, &anon);
-	printf("tasks=%d\nchild_tasks=%d\nmaps=%d\nanon=%d\nok plain\n", tasks(), child, all,
-	       anon);
+	printf("tasks=%d\nchild_tasks=%d\nmaps=%d\nanon=%d\nrare_libs=%d\nok plain\n", tasks(),
+	       child, all, anon, rare_libs());
 	return 0;
 }
 
@@ -189,7 +228,8 @@ static int threads(void)
 	}
 	CHECK(pthread_mutex_unlock(&held) == 0);
 	CHECK(raise(SIGUSR1) == 0 && got == 1);
-	printf("tasks0=%d\ntasks=%d\nok threads\n", tasks0, tasks());
+	printf("tasks0=%d\ntasks=%d\nunwind_maps=%d\nok threads\n", tasks0, tasks(),
+	       unwind_maps());
 	return 0;
 }
 
@@ -243,6 +283,71 @@ static int forks(void)
 	return 0;
 }
 
+/* ---- vfork ---------------------------------------------------------------------- */
+
+static volatile pid_t vforked; /* written by a vfork child */
+
+/* vfork, write vforked, set the mask and exec true, as dash does: was
+ * the child's write seen here (the child ran on this memory)? */
+static int vfork_exec(void)
+{
+	vforked = 0;
+	pid_t pid = vfork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		vforked = getpid();
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		execlp("true", "true", (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	return vforked == pid;
+}
+
+static int vforks(void)
+{
+	int shared = vfork_exec();
+	CHECK(vfork_exec() == shared);
+	/* the first threads start the runtime: an exec in a vfork child
+	 * before must have left nothing behind that holds them up */
+	CHECK(spawn_join(10) == 0);
+	(void)vfork_exec();
+	CHECK(spawn_join(10) == 0);
+	printf("vfork_shared=%d\nok vfork\n", shared);
+	return 0;
+}
+
+/* ---- a dump ---------------------------------------------------------------------- */
+
+static int dump_pipe[2], dump_ready[2];
+
+/* Not static: its name is what the dump must show. */
+__attribute__((noinline)) void *lazy_dump_worker(void *arg)
+{
+	char c = 'r';
+	CHECK(write(dump_ready[1], &c, 1) == 1);
+	CHECK(read(dump_pipe[0], &c, 1) >= 0); /* never written: parks */
+	return arg;
+}
+
+static int dump(void)
+{
+	CHECK(pipe(dump_pipe) == 0 && pipe(dump_ready) == 0);
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, lazy_dump_worker, NULL) == 0);
+	char c;
+	CHECK(read(dump_ready[0], &c, 1) == 1);
+	fflush(stdout);
+	raise(SIGQUIT); /* the dump, then exit 2 */
+	nap(100000000);
+	for (;;)
+		pause();
+}
+
 /* LAZY_CTOR_THREAD=1: a constructor makes (and joins) a thread, as some
  * libraries do, so the runtime is up before main. */
 static void *ctor_thread(void *arg)
@@ -271,6 +376,10 @@ int main(int argc, char **argv)
 		return threads();
 	if (!strcmp(c, "forks"))
 		return forks();
-	fprintf(stderr, "usage: lazy plain|threads|forks\n");
+	if (!strcmp(c, "vfork"))
+		return vforks();
+	if (!strcmp(c, "dump"))
+		return dump();
+	fprintf(stderr, "usage: lazy plain|threads|forks|vfork|dump\n");
 	return 2;
 }
