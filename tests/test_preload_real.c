@@ -31,3 +31,11 @@ Test(real, itimer_interrupts_short_sleeps, .timeout = 300)
 {
 	real("itimer_sleep", "3000", 2);
 }
+
+/* pidfd_send_signal (through syscall(), as Python makes it) of a signal
+ * to the process itself: its handler has run when the call returns, as
+ * for kill (hook/preload/signal.c). */
+Test(real, pidfd_signal_to_self, .timeout = 120)
+{
+	real("pidfd_self", NULL, 1);
+}
