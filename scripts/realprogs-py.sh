@@ -24,10 +24,15 @@ mods=${*:-test_threading test_thread test_threadsignals test_socket test_selecto
 	test_signal test_select test_poll test_epoll test_os test_io test_fileio test_queue
 	test_concurrent_futures test_socketserver test_ssl test_time test_fork1 test_wait3 test_wait4}
 
-# result lines of unittest -v: "test_x (mod.Class.test_x) ... ok" -> "mod.Class.test_x ok"
+# result lines of unittest -v: "test_x (mod.Class.test_x) ... ok" -> "mod.Class.test_x ok";
+# the closing "ERROR: test_x (mod.Class.test_x)" / "FAIL: ..." lines count too (a line
+# the test's own output broke has no verdict of its own) and win over "ok"
 results() {
-	sed -n 's/^\([a-zA-Z_0-9]*\) (\([^)]*\))\(.*\)\.\.\. *\(ok\|FAIL\|ERROR\|skipped\|expected failure\|unexpected success\).*/\2 \4/p' "$1" |
-		sed 's/ expected failure/ xfail/; s/ unexpected success/ usuccess/' | sort -u
+	{
+		sed -n 's/^\([a-zA-Z_0-9]*\) (\([^)]*\))\(.*\)\.\.\. *\(ok\|FAIL\|ERROR\|skipped\|expected failure\|unexpected success\).*/\2 \4/p' "$1" |
+			sed 's/ expected failure/ xfail/; s/ unexpected success/ usuccess/'
+		sed -n 's/^\(ERROR\|FAIL\): [a-zA-Z_0-9]* (\([^)]*\)).*/\2 \1/p' "$1"
+	} | awk '{ if (!($1 in r) || $2 == "FAIL" || $2 == "ERROR") r[$1] = $2 } END { for (k in r) print k, r[k] }' | sort
 }
 
 bad=0
