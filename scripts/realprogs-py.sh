@@ -5,7 +5,7 @@
 # under weft is printed (docs/preload.md, "Programs tried").
 #
 #   scripts/realprogs-py.sh [MODULE...]   default: the thread/IO-heavy list below
-#   RP_PROCS="2 1"  RP_TIMEOUT=900  RP_DIR=/tmp/weft-rp-py  PY=/usr/bin/python3
+#   RP_PROCS="2 1"  RP_TIMEOUT=900  RP_DIR=/tmp/weft-rp-py  PY=/usr/bin/python3  RP_USE=network (regrtest -u)
 #
 # One line per run: module, mode, exit status, seconds, and the counts of
 # test cases ok / FAIL / ERROR / skipped (from unittest's -v lines); then
@@ -42,7 +42,7 @@ for m in $mods; do
 		pre=()
 		[ "$mode" = native ] || pre=("$weft" run --procs "$mode" --)
 		t0=$(date +%s.%N)
-		(cd "$d" && timeout -k 10 "$tmo" "${pre[@]}" "$py" -m test -v --timeout $((tmo - 30)) "$m") \
+		(cd "$d" && timeout -k 10 "$tmo" "${pre[@]}" "$py" -m test -v -u "${RP_USE:-network}" --timeout $((tmo - 30)) "$m") \
 			>"$d/$m.$mode.log" 2>&1
 		st=$?
 		t1=$(date +%s.%N)

@@ -39,3 +39,10 @@ Test(real, pidfd_signal_to_self, .timeout = 120)
 {
 	real("pidfd_self", NULL, 1);
 }
+
+/* A thread in sigwait woken by pthread_kill (pbzip2's signal thread, at
+ * its end): the signal is the G's and its sigwait takes it. */
+Test(real, pthread_kill_ends_sigwait, .timeout = 120)
+{
+	real("sigwait_kill", NULL, 1);
+}

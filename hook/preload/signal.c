@@ -1037,6 +1037,15 @@ int sig_send_g(struct g *gp, int s, int code, const union sigval *v)
 		return 0;
 	}
 	deliver(gp, s, &si, true);
+	if (g_blocked(gp) & sigbit(s)) {
+		/* it may be waiting for it in sigwait (parked on wcv, where
+		 * a blocked signal's delivery does not interrupt it): look
+		 * again (pbzip2 ends its sigwait thread with pthread_kill) */
+		weft_mutex_lock(&wmu);
+		wgen++;
+		weft_cond_broadcast(&wcv);
+		weft_mutex_unlock(&wmu);
+	}
 	if (gp == getg())
 		sig_run();
 	return 0;

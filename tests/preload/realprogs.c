@@ -5,7 +5,7 @@
  * "Programs tried").  The output must be the same with and without weft.
  *
  * realprogs CASE [N]: prints one line per check ("ok ..." or "FAIL ...")
- * and exits 0 if all held.  Cases: itimer_sleep, pidfd_self.
+ * and exits 0 if all held.  Cases: itimer_sleep, pidfd_self, sigwait_kill.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -113,6 +113,41 @@ static void pidfd_self(void)
 	printf("ok 200 handlers run before pidfd_send_signal returned\n");
 }
 
+/* ---- sigwait_kill ---------------------------------------------------------------------- */
+
+static void *sigwaiter(void *arg)
+{
+	sigset_t *set = arg;
+	int sig = 0;
+	CHECK(sigwait(set, &sig) == 0);
+	return (void *)(long)sig;
+}
+
+/* pbzip2: a thread sigwaits for the termination signals (all threads
+ * block them); at the end main wakes it with pthread_kill and joins it.
+ * Under weft the signal was left pending on the parked G and the join
+ * never returned (its output was complete, it never exited). */
+static void sigwait_kill(void)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGQUIT);
+	sigaddset(&set, SIGTERM);
+	CHECK(pthread_sigmask(SIG_BLOCK, &set, NULL) == 0);
+	for (int i = 0; i < 20; i++) {
+		pthread_t t;
+		CHECK(pthread_create(&t, NULL, sigwaiter, &set) == 0);
+		struct timespec ts = { 0, 20000000 }; /* let it reach sigwait: either way it must end */
+		nanosleep(&ts, NULL);
+		CHECK(pthread_kill(t, SIGQUIT) == 0);
+		void *r;
+		CHECK(pthread_join(t, &r) == 0);
+		if ((long)r != SIGQUIT)
+			FAIL("sigwait gave %ld", (long)r);
+	}
+	printf("ok 20 threads in sigwait woken by pthread_kill\n");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -122,6 +157,8 @@ int main(int argc, char **argv)
 		itimer_sleep(n > 0 ? n : 3000);
 	else if (!strcmp(argv[1], "pidfd_self"))
 		pidfd_self();
+	else if (!strcmp(argv[1], "sigwait_kill"))
+		sigwait_kill();
 	else
 		FAIL("no case %s", argv[1]);
 	return 0;
