@@ -146,27 +146,42 @@ bool g_intr_take(void)
 }
 
 /* Runs off the G's stack: arm the deadline first (the G is safely
- * parked), then let wakers in. */
+ * parked), then let wakers in.
+ *
+ * Once the timer is armed it may fire and the G run on - end this wait,
+ * begin others - before the rest of this function runs (this M may be
+ * descheduled in between).  So everything about this wait is read before
+ * the timer is armed: pc (on the G's stack) and the wait's seq.  Read
+ * later, the seq would be a later wait's: publishing it in intrseq let
+ * g_interrupt end that wait before its own commit had run - before the
+ * G was switched out - and the G ran on two Ms at once (a crash, or a G
+ * left in the runtime for good, under a 1 us itimer; Python's
+ * test_signal). */
 static bool waiter_commit(struct g *gp, void *arg)
 {
-	/* pc is on the G's stack: once the timer is armed it may fire, and
-	 * the G run on, at once; read it first */
 	struct parkctx pc = *(struct parkctx *)arg;
+	uint64_t seq = atomic_load_explicit(&gp->waitstate, memory_order_relaxed) >> 2;
 	if (pc.deadline >= 0) {
 		struct timer *t = gp->timer;
 		t->when = pc.deadline;
 		t->f = waiter_timeout;
 		t->arg = gp;
-		t->seq = (uintptr_t)(atomic_load_explicit(&gp->waitstate, memory_order_relaxed) >> 2);
+		t->seq = (uintptr_t)seq;
 		addtimer(t);
 	}
 	bool stay = true;
 	if (pc.intr) {
-		/* from here g_interrupt may end the wait (see g_interrupt) */
-		uint64_t seq = atomic_load_explicit(&gp->waitstate, memory_order_relaxed) >> 2;
-		atomic_store(&gp->intrseq, seq);
+		/* from here g_interrupt may end the wait (see g_interrupt).
+		 * intrseq only grows: if this wait is already over and a
+		 * later one published its seq, leave it (the CAS below would
+		 * fail on the old seq anyway).  seq_cst RMW, then the load of
+		 * intrreq: the Dekker pair with g_interrupt. */
+		uint64_t cur = atomic_load(&gp->intrseq);
+		bool mine = false;
+		while (cur < seq && !(mine = atomic_compare_exchange_weak(&gp->intrseq, &cur, seq)))
+			;
 		uint64_t want = seq << 2 | WS_WAIT;
-		if (atomic_load(&gp->intrreq) &&
+		if (mine && atomic_load(&gp->intrreq) &&
 		    atomic_compare_exchange_strong_explicit(&gp->waitstate, &want,
 							    seq << 2 | WS_INTR,
 							    memory_order_acq_rel,

@@ -49,9 +49,11 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <unistd.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/signalfd.h>
 #include <ucontext.h>
 #include <linux/futex.h>
@@ -1038,6 +1040,15 @@ int sig_send_g(struct g *gp, int s, int code, const union sigval *v)
 		return 0;
 	}
 	deliver(gp, s, &si, true);
+	if (g_blocked(gp) & sigbit(s)) {
+		/* it may be waiting for it in sigwait (parked on wcv, where
+		 * a blocked signal's delivery does not interrupt it): look
+		 * again (pbzip2 ends its sigwait thread with pthread_kill) */
+		weft_mutex_lock(&wmu);
+		wgen++;
+		weft_cond_broadcast(&wcv);
+		weft_mutex_unlock(&wmu);
+	}
 	if (gp == getg())
 		sig_run();
 	return 0;
@@ -1502,6 +1513,54 @@ HOOK int kill(pid_t pid, int sig)
 	return self_signal(sig);
 }
 
+/* ---- pidfd_send_signal to this process ----------------------------------------------- */
+
+/* Whether fd names this process: a pidfd (its fdinfo's "Pid:" line) or
+ * a /proc/PID directory, which pidfd_send_signal takes too.  Raw calls:
+ * nothing here may park or reach a hook. */
+static bool pidfd_is_self(int fd)
+{
+	struct stat a, b;
+	if (sys3(SYS_fstat, fd, &a, 0) != 0)
+		return false;
+	if (S_ISDIR(a.st_mode))
+		return sys4(SYS_newfstatat, AT_FDCWD, "/proc/self", &b, 0) == 0 &&
+		       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+	char path[48], buf[512];
+	snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
+	int f = (int)sys4(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
+	if (f < 0)
+		return false;
+	long n = sys3(SYS_read, f, buf, sizeof buf - 1);
+	(void)sys3(SYS_close, f, 0, 0);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	const char *p = strstr(buf, "\nPid:");
+	return p && strtol(p + 5, NULL, 10) == getpid();
+}
+
+/* pidfd_send_signal: -1 if it is the kernel's to make, else its result.
+ * One from a G to this process (no siginfo of the caller's, no flags) is
+ * kill(getpid(), sig): routed here and now, and run before the call
+ * returns if it is the sender's, as the kernel does for the main thread
+ * (Python's test_signal: pidfd_send_signal of SIGINT to itself must
+ * raise KeyboardInterrupt before the next statement). */
+static int pidfd_signal(int fd, int sig, siginfo_t *info, unsigned int flags)
+{
+	if (FROM_SHIM() || !on_g() || info || flags || !pidfd_is_self(fd))
+		return -1;
+	return self_signal(sig) == 0 ? 0 : 1;
+}
+
+HOOK int pidfd_send_signal(int fd, int sig, siginfo_t *info, unsigned int flags)
+{
+	int r = pidfd_signal(fd, sig, info, flags);
+	if (r >= 0)
+		return r ? -1 : 0; /* self_signal set errno */
+	return (int)sysret(sys4(SYS_pidfd_send_signal, fd, sig, info, flags));
+}
+
 /* ---- leaving a handler with longjmp -------------------------------------------------------- */
 
 /* A handler run on a G blocks its signal (and sa_mask) in g->sighold
@@ -1644,9 +1703,10 @@ HOOK int tgkill(pid_t tgid, pid_t tid, int sig)
 	return 0;
 }
 
-/* syscall(2) itself, for the three calls above only (a program that
- * asks the kernel for its tid directly must get the same number); every
- * other number goes straight to glibc's.  glibc's syscall takes six
+/* syscall(2) itself, for the three calls above (a program that asks the
+ * kernel for its tid directly must get the same number) and
+ * pidfd_send_signal (Python makes it so); every other number goes
+ * straight to glibc's.  glibc's syscall takes six
  * arguments whatever the call: so do we. */
 HOOK long syscall(long n, ...)
 {
@@ -1655,6 +1715,11 @@ HOOK long syscall(long n, ...)
 	long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);
 	long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
 	va_end(ap);
+	if (n == SYS_pidfd_send_signal && active) {
+		int r = pidfd_signal((int)a, (int)b, (siginfo_t *)c, (unsigned int)d);
+		if (r >= 0)
+			return r ? -1 : 0;
+	}
 	if (!FROM_SHIM() && active && (n == SYS_gettid || n == SYS_tgkill || n == SYS_tkill)) {
 		struct g *gp = getg();
 		if (n == SYS_gettid && on_g() && gp->sigon)

@@ -1,0 +1,165 @@
+/*
+ * realprogs.c - what real programs did under weft run that they do not
+ * do natively, each reduced to a small plain threaded program (the
+ * program it came from in each case's comment; docs/preload.md,
+ * "Programs tried").  The output must be the same with and without weft.
+ *
+ * realprogs CASE [N]: prints one line per check ("ok ..." or "FAIL ...")
+ * and exits 0 if all held.  Cases: itimer_sleep, pidfd_self, sigwait_kill.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static void *nop(void *arg)
+{
+	return arg;
+}
+
+/* One thread made and joined: under weft the runtime is running from
+ * here on (main is a green thread on some OS thread). */
+static void start_threads(void)
+{
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, nop, NULL) == 0);
+	CHECK(pthread_join(t, NULL) == 0);
+}
+
+/* ---- itimer_sleep ------------------------------------------------------------------ */
+
+static volatile sig_atomic_t alarms;
+
+static void on_alarm(int s)
+{
+	(void)s;
+	alarms++;
+}
+
+/* Python's test_signal (StressTest.test_stress_delivery_dependent): a
+ * 1-10 us ITIMER_REAL, and the main thread waits for each SIGALRM in a
+ * loop of 10 us nanosleeps.  Each sleep is a wait the signal interrupts
+ * while its deadline is about due: under weft the G was resumed on two
+ * OS threads at once within a few hundred rounds (a crash in the switch,
+ * or the G left marked as inside the runtime, its signals never run: a
+ * hang). */
+static void itimer_sleep(int n)
+{
+	start_threads();
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_alarm;
+	CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
+	unsigned seed = 1;
+	for (int i = 0; i < n; i++) {
+		struct itimerval it = { { 0, 0 }, { 0, 1 + rand_r(&seed) % 10 } };
+		CHECK(setitimer(ITIMER_REAL, &it, NULL) == 0);
+		while (alarms <= i) {
+			struct timespec ts = { 0, 10000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+	printf("ok %d alarms, each taken while sleeping\n", (int)alarms);
+}
+
+/* ---- pidfd_self --------------------------------------------------------------------- */
+
+static volatile sig_atomic_t usr1;
+
+static void on_usr1(int s)
+{
+	(void)s;
+	usr1++;
+}
+
+/* Python's test_signal (PidfdSignalTest): pidfd_send_signal of a signal
+ * to its own process, through syscall(), on a pidfd and on a /proc/PID
+ * directory: the handler has run when the call returns, as the kernel
+ * runs it on the sending main thread.  Under weft it ran later, on the
+ * router's next round (Python raised KeyboardInterrupt outside the
+ * assertRaises block and the test run died of SIGINT). */
+static void pidfd_self(void)
+{
+	start_threads();
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_usr1;
+	CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
+	int fds[2];
+	fds[0] = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	char proc[32];
+	snprintf(proc, sizeof proc, "/proc/%d", (int)getpid());
+	fds[1] = open(proc, O_DIRECTORY | O_RDONLY);
+	CHECK(fds[0] >= 0 && fds[1] >= 0);
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < 100; i++) {
+			int before = usr1;
+			CHECK(syscall(SYS_pidfd_send_signal, fds[k], SIGUSR1, NULL, 0) == 0);
+			if (usr1 != before + 1)
+				FAIL("%s: the handler had not run when the call returned (round %d)",
+				     k ? "/proc/PID" : "pidfd", i);
+		}
+	CHECK(syscall(SYS_pidfd_send_signal, fds[0], 0, NULL, 0) == 0);
+	CHECK(syscall(SYS_pidfd_send_signal, -1, SIGUSR1, NULL, 0) == -1 && errno == EBADF);
+	printf("ok 200 handlers run before pidfd_send_signal returned\n");
+}
+
+/* ---- sigwait_kill ---------------------------------------------------------------------- */
+
+static void *sigwaiter(void *arg)
+{
+	sigset_t *set = arg;
+	int sig = 0;
+	CHECK(sigwait(set, &sig) == 0);
+	return (void *)(long)sig;
+}
+
+/* pbzip2: a thread sigwaits for the termination signals (all threads
+ * block them); at the end main wakes it with pthread_kill and joins it.
+ * Under weft the signal was left pending on the parked G and the join
+ * never returned (its output was complete, it never exited). */
+static void sigwait_kill(void)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGQUIT);
+	sigaddset(&set, SIGTERM);
+	CHECK(pthread_sigmask(SIG_BLOCK, &set, NULL) == 0);
+	for (int i = 0; i < 20; i++) {
+		pthread_t t;
+		CHECK(pthread_create(&t, NULL, sigwaiter, &set) == 0);
+		struct timespec ts = { 0, 20000000 }; /* let it reach sigwait: either way it must end */
+		nanosleep(&ts, NULL);
+		CHECK(pthread_kill(t, SIGQUIT) == 0);
+		void *r;
+		CHECK(pthread_join(t, &r) == 0);
+		if ((long)r != SIGQUIT)
+			FAIL("sigwait gave %ld", (long)r);
+	}
+	printf("ok 20 threads in sigwait woken by pthread_kill\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		FAIL("usage: realprogs CASE [N]");
+	int n = argc > 2 ? atoi(argv[2]) : 0;
+	if (!strcmp(argv[1], "itimer_sleep"))
+		itimer_sleep(n > 0 ? n : 3000);
+	else if (!strcmp(argv[1], "pidfd_self"))
+		pidfd_self();
+	else if (!strcmp(argv[1], "sigwait_kill"))
+		sigwait_kill();
+	else
+		FAIL("no case %s", argv[1]);
+	return 0;
+}

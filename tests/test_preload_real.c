@@ -1,0 +1,48 @@
+/*
+ * test_preload_real.c - what real programs (Debian's, and the test
+ * suites of its interpreters) did differently under weft run, each
+ * reduced to a case of tests/preload/realprogs.c and run natively, then
+ * under the shim on 1, 2 and 4 Ps: the same output and status.  The
+ * table of programs tried is in docs/preload.md ("Programs tried").
+ */
+#include "preload/harness.h"
+
+static struct hrun R, N;
+
+static void real(const char *name, const char *arg, int rounds)
+{
+	const char *a[] = { h_prog("realprogs"), name, arg, NULL };
+	h_run(&N, a, NULL, NULL, 60);
+	cr_assert_eq(h_code(&N), 0, "natively: %s%s", N.out, N.err);
+	for (int r = 0; r < rounds; r++)
+		for (int procs = 1; procs <= 4; procs *= 2) {
+			h_shim_run(&R, procs, a, NULL, NULL, 60);
+			cr_assert_eq(h_code(&R), 0, "procs %d round %d: %s%s", procs, r, R.out,
+				     R.err);
+			cr_assert_str_eq(R.out, N.out, "procs %d round %d", procs, r);
+		}
+}
+
+/* A wait that a signal interrupts just as its deadline is due (Python's
+ * test_signal stress test: SIGALRM from a 1-10 us itimer, the main
+ * thread in 10 us sleeps): the G ran on two OS threads at once
+ * (runtime/sema.c, waiter_commit). */
+Test(real, itimer_interrupts_short_sleeps, .timeout = 300)
+{
+	real("itimer_sleep", "3000", 2);
+}
+
+/* pidfd_send_signal (through syscall(), as Python makes it) of a signal
+ * to the process itself: its handler has run when the call returns, as
+ * for kill (hook/preload/signal.c). */
+Test(real, pidfd_signal_to_self, .timeout = 120)
+{
+	real("pidfd_self", NULL, 1);
+}
+
+/* A thread in sigwait woken by pthread_kill (pbzip2's signal thread, at
+ * its end): the signal is the G's and its sigwait takes it. */
+Test(real, pthread_kill_ends_sigwait, .timeout = 120)
+{
+	real("sigwait_kill", NULL, 1);
+}
