@@ -203,12 +203,41 @@ def benchmarks(quick):
                            headline=(c == counts[-1]), plot=("parked", c)))
         figs.append(Figure(f"parked_create_{k}", f"parked tasks: creation per task, {k}", "ns",
                            True, Ref(f"weft_parked_{k}", "weft_parked_create_ns"), mk_peers))
+        if c == counts[-1]:
+            # what the creation costs the machine, per G (no peer: Go's
+            # program does not report them); read beside the floors
+            for key, what, unit in (("faults_per_g", "page faults per task", "faults"),
+                                    ("user_ns_per_g", "user CPU per task", "ns"),
+                                    ("sys_ns_per_g", "system CPU per task", "ns"),
+                                    ("threads_max", "most OS threads while spawning", "threads")):
+                figs.append(Figure(f"parked_{key}_{k}", f"parked tasks, {k}: {what}", unit, True,
+                                   Ref(f"weft_parked_{k}", key), []))
+    # the issue-16 case: Gs that park in weft_sleep (a timer each)
+    c = sz(200_000, 50_000)
+    k = human_count(c)
+    sides.append(Side(f"weft_parked_sleep_{k}", "weft", [f"{W}/parked", c, "sleep"],
+                      timeout=60 + c // 10_000))
+    figs += [Figure(f"parked_sleep_create_{k}", f"{k} tasks parking in weft_sleep(20 s): "
+                    "creation per task", "ns", True,
+                    Ref(f"weft_parked_sleep_{k}", "weft_parked_create_ns"), []),
+             Figure(f"parked_sleep_spawn_{k}", f"{k} tasks parking in weft_sleep(20 s): "
+                    "the spawn loop per task", "ns", True,
+                    Ref(f"weft_parked_sleep_{k}", "weft_parked_spawn_ns"), []),
+             Figure(f"parked_sleep_threads_{k}", f"{k} tasks parking in weft_sleep(20 s): "
+                    "most OS threads while spawning (2 Ps)", "threads", True,
+                    Ref(f"weft_parked_sleep_{k}", "threads_max"), [])]
     out.append(Bench(
         "parked", "Parked tasks", sides, figs,
         "Start N tasks that each block (weft: on a wait group; Go: on a channel; pthreads: on "
         "a condition variable), wait until all are blocked, and report the growth of VmRSS "
         "per task and the creation time per task.  pthreads only at 10k: 100k threads with "
-        "default 8 MiB stacks is past what this machine allows."))
+        "default 8 MiB stacks is past what this machine allows.  Every run is a new "
+        "process, so every stack and descriptor is memory first touched in that run; "
+        "weft's program also gives the page faults, user and system CPU time per task and "
+        "the most OS threads seen while spawning (read them beside the machine's floors: "
+        "a task costs at least one fresh stack page).  The sleep variant's tasks park in "
+        "weft_sleep(20 s), each arming a timer of its own, and the program exits without "
+        "waiting for them."))
 
     # ---- channels ---------------------------------------------------------
     n = sz(1_000_000, 100_000)
@@ -1055,6 +1084,58 @@ def headline_table(benches, link_prefix):
                     ["---", "---"] + ["--:"] * (1 + len(HEAD_COLS)))
 
 
+# The core runtime's figures against the targets of the scheduler work
+# (issue 16): figure id, what, target (op, value; "go" compares with the
+# Go peer of the same run).  The README and docs/benchmarks.md show them
+# with the Go figure and ratio of the same run and the machine's floors.
+CORE = [
+    ("switch", "yield switch, 2 Gs on 1 P", ("<=", 15)),
+    ("spawn1", "spawn+exit, 1 P", ("<=", 300)),
+    ("spawn2", "spawn+exit, 2 Ps", ("<=", 200)),
+    ("parked_create_1M", "1,000,000 parked Gs: creation per G, 2 Ps", ("<=", 3000)),
+    ("parked_rss_1M", "1,000,000 parked Gs: RSS per G", ("<=", 4608)),
+    ("parked_faults_per_g_1M", "1,000,000 parked Gs: page faults per G", None),
+    ("parked_sleep_create_200k", "200,000 Gs in weft_sleep: creation per G, 2 Ps", ("<=", 3000)),
+    ("parked_sleep_threads_200k", "200,000 Gs in weft_sleep: OS threads while spawning",
+     ("<=", 4)),
+    ("chan_pingpong", "unbuffered channel round trip, 1 P", ("<=", 60)),
+    ("mutex", "contended mutex, 8 Gs, 2 Ps", ("go", None)),
+    ("fib_speedup", "fork-join fib(32), 2 Ps over 1 P", (">=", 1.8)),
+]
+
+
+def core_table(benches, link_prefix):
+    """The CORE rows found in this run, or "" if none."""
+    figs = {f.fid: (b, f) for b in benches for f in b.figures}
+    rows = []
+    for fid, what, target in CORE:
+        if fid not in figs:
+            continue
+        b, f = figs[fid]
+        wm, wv, wst = cell(f.weft)
+        gos = [p for p in f.peers if p.column == "Go"]
+        gm = cell(gos[0].ref)[0] if gos else None
+        r = ratio(wm, gm)
+        met, tgt = "", ""
+        if target and target[0] == "go":
+            tgt = ">= Go" if not f.lower else "<= Go"
+            if r is not None:
+                met = "yes" if (r >= 1 if not f.lower else r <= 1) else "**no**"
+        elif target:
+            op, v = target
+            tgt = f"{'≤' if op == '<=' else '≥'} {fmt(v)}"
+            if wm is not None:
+                met = "yes" if (wm <= v if op == "<=" else wm >= v) else "**no**"
+        rng = f" [{fmt(min(wv))}-{fmt(max(wv))}]" if len(wv) > 1 else ""
+        rows.append([f"[{what}]({link_prefix}#{b.bid})", f.unit,
+                     (fmt(wm) + rng) if wm is not None else status_word(wst),
+                     fmt(gm) if gm is not None else "", fmt_ratio(r) if r else "", tgt, met])
+    if not rows:
+        return ""
+    return md_table(["core figure", "unit", "weft median [range]", "Go, same run", "weft/Go",
+                     "target", "met"], rows, ["---", "---", "--:", "--:", "--:", "--:", "---"])
+
+
 # Figures measured by hand (not by make bench), kept in the report as they are.
 HAND_SECTIONS = """\
 ## Per-thread TLS under the shim (measured by hand)
@@ -1147,6 +1228,19 @@ def render_md(benches, meta, plots, csv_rel, docs_dir):
     a(headline_table(benches, ""))
     a("")
     a("Peer cells: the peer's median and, in brackets, weft/peer.\n")
+    core = core_table(benches, "")
+    if core:
+        a("## Core figures against their targets\n")
+        a("The core runtime's figures of this run against the targets of the scheduler "
+          "work (issue 16), with Go's figure from the same run beside them.  The machine's "
+          "floors in the same run (before / after; bench/floors.c): "
+          + floors_text((meta.get("floors") or {}).get("before") or {},
+                        (meta.get("floors") or {}).get("after") or {})
+          + ".  A parked task touches at least one fresh stack page, so its creation "
+          "cannot cost less than a bulk-populated page plus the first user write to it "
+          "(or, on 2 Ps, half that if both CPUs take them at once).\n")
+        a(core)
+        a("")
     if plots:
         a("## Plots\n")
         for fname, title in plots:
@@ -1272,6 +1366,9 @@ def readme_section(benches, meta):
               + floors_text(fl["before"], fl.get("after") or {}) + ".  Read a figure "
               "as a ratio to these and to the peer beside it: machines of the same kind "
               "differ most in the cost of a first-touched page.", ""]
+    core = core_table(benches, "docs/benchmarks.md")
+    if core:
+        L += ["Core figures of the same run against their targets (issue 16):", "", core, ""]
     return "\n".join(L) + "\n"
 
 
