@@ -755,7 +755,8 @@ def machine():
 
 FLOOR_KEYS = [("syscall_ns", "system call", "ns"), ("clock_ns", "vDSO clock", "ns"),
               ("fault_us", "first-touch page", "us"), ("populate_us", "bulk-populated page", "us"),
-              ("touch_us", "first user write to a populated page", "us")]
+              ("touch_us", "first user write to a populated page", "us"),
+              ("scatter_us", "the same, pages 256 KiB apart (a parked G's stack top)", "us")]
 
 
 def floors():
