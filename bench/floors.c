@@ -16,6 +16,10 @@
  *                     guest never sees, as dear as fault_us: there, bulk
  *                     population saves nothing and a benchmark's cost is
  *                     the pages it touches first.
+ *   scatter_us        touch_us for pages 256 KiB apart (a G stack's top
+ *                     page each, as a parked G touches them): one guest
+ *                     page-table page per 8 of them, where touch_us has
+ *                     one per 512.  What a parked G cannot cost less than.
  *
  * Output: one line of key=value pairs.  Each figure is the fastest of many small
  * batches (the floor, not the mean: other load on a shared machine only
@@ -44,22 +48,24 @@ static double now(void)
 #define BATCH 500       /* calls per batch */
 #define PAGES 64        /* pages per batch */
 
-/* Per page, the fastest batch of PAGES fresh pages (written one by one,
- * or populated in one call). */
-static double pages_per(int populate, int touch)
+/* Per page, the fastest batch of PAGES fresh pages stride bytes apart
+ * (written one by one, or populated in one call). */
+static double pages_per(int populate, int touch, size_t stride)
 {
 	long pg = sysconf(_SC_PAGESIZE);
-	size_t len = (size_t)PAGES * pg;
+	size_t len = (size_t)PAGES * stride;
 	double best = 1e9;
 	for (int b = 0; b < BATCHES / 4; b++) {
 		char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (m == MAP_FAILED)
 			return -1;
 		madvise(m, len, MADV_NOHUGEPAGE); /* one fault per 4 KiB page */
-		if (touch && madvise(m, len, MADV_POPULATE_WRITE) != 0) {
-			munmap(m, len);
-			return -1;
-		}
+		if (touch)
+			for (size_t i = 0; i < len; i += stride)
+				if (madvise(m + i, pg, MADV_POPULATE_WRITE) != 0) {
+					munmap(m, len);
+					return -1;
+				}
 		double t = now();
 		if (populate) {
 			if (madvise(m, len, MADV_POPULATE_WRITE) != 0) {
@@ -67,7 +73,7 @@ static double pages_per(int populate, int touch)
 				return -1;
 			}
 		} else {
-			for (size_t i = 0; i < len; i += pg)
+			for (size_t i = 0; i < len; i += stride)
 				((volatile char *)m)[i] = 1;
 		}
 		t = now() - t;
@@ -93,7 +99,10 @@ int main(void)
 		t = (now() - t) / BATCH * 1e9;
 		ck = t < ck ? t : ck;
 	}
-	printf("syscall_ns=%.1f clock_ns=%.1f fault_us=%.2f populate_us=%.2f touch_us=%.2f\n", sc,
-	       ck, pages_per(0, 0), pages_per(1, 0), pages_per(0, 1));
+	long pg = sysconf(_SC_PAGESIZE);
+	printf("syscall_ns=%.1f clock_ns=%.1f fault_us=%.2f populate_us=%.2f touch_us=%.2f "
+	       "scatter_us=%.2f\n",
+	       sc, ck, pages_per(0, 0, pg), pages_per(1, 0, pg), pages_per(0, 1, pg),
+	       pages_per(0, 1, 256 * 1024));
 	return 0;
 }

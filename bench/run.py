@@ -203,12 +203,41 @@ def benchmarks(quick):
                            headline=(c == counts[-1]), plot=("parked", c)))
         figs.append(Figure(f"parked_create_{k}", f"parked tasks: creation per task, {k}", "ns",
                            True, Ref(f"weft_parked_{k}", "weft_parked_create_ns"), mk_peers))
+        if c == counts[-1]:
+            # what the creation costs the machine, per G (no peer: Go's
+            # program does not report them); read beside the floors
+            for key, what, unit in (("faults_per_g", "page faults per task", "faults"),
+                                    ("user_ns_per_g", "user CPU per task", "ns"),
+                                    ("sys_ns_per_g", "system CPU per task", "ns"),
+                                    ("threads_max", "most OS threads while spawning", "threads")):
+                figs.append(Figure(f"parked_{key}_{k}", f"parked tasks, {k}: {what}", unit, True,
+                                   Ref(f"weft_parked_{k}", key), []))
+    # the issue-16 case: Gs that park in weft_sleep (a timer each)
+    c = sz(200_000, 50_000)
+    k = human_count(c)
+    sides.append(Side(f"weft_parked_sleep_{k}", "weft", [f"{W}/parked", c, "sleep"],
+                      timeout=60 + c // 10_000))
+    figs += [Figure(f"parked_sleep_create_{k}", f"{k} tasks parking in weft_sleep(20 s): "
+                    "creation per task", "ns", True,
+                    Ref(f"weft_parked_sleep_{k}", "weft_parked_create_ns"), []),
+             Figure(f"parked_sleep_spawn_{k}", f"{k} tasks parking in weft_sleep(20 s): "
+                    "the spawn loop per task", "ns", True,
+                    Ref(f"weft_parked_sleep_{k}", "weft_parked_spawn_ns"), []),
+             Figure(f"parked_sleep_threads_{k}", f"{k} tasks parking in weft_sleep(20 s): "
+                    "most OS threads while spawning (2 Ps)", "threads", True,
+                    Ref(f"weft_parked_sleep_{k}", "threads_max"), [])]
     out.append(Bench(
         "parked", "Parked tasks", sides, figs,
         "Start N tasks that each block (weft: on a wait group; Go: on a channel; pthreads: on "
         "a condition variable), wait until all are blocked, and report the growth of VmRSS "
         "per task and the creation time per task.  pthreads only at 10k: 100k threads with "
-        "default 8 MiB stacks is past what this machine allows."))
+        "default 8 MiB stacks is past what this machine allows.  Every run is a new "
+        "process, so every stack and descriptor is memory first touched in that run; "
+        "weft's program also gives the page faults, user and system CPU time per task and "
+        "the most OS threads seen while spawning (read them beside the machine's floors: "
+        "a task costs at least one fresh stack page).  The sleep variant's tasks park in "
+        "weft_sleep(20 s), each arming a timer of its own, and the program exits without "
+        "waiting for them."))
 
     # ---- channels ---------------------------------------------------------
     n = sz(1_000_000, 100_000)
@@ -726,7 +755,8 @@ def machine():
 
 FLOOR_KEYS = [("syscall_ns", "system call", "ns"), ("clock_ns", "vDSO clock", "ns"),
               ("fault_us", "first-touch page", "us"), ("populate_us", "bulk-populated page", "us"),
-              ("touch_us", "first user write to a populated page", "us")]
+              ("touch_us", "first user write to a populated page", "us"),
+              ("scatter_us", "the same, pages 256 KiB apart (a parked G's stack top)", "us")]
 
 
 def floors():
@@ -1055,55 +1085,91 @@ def headline_table(benches, link_prefix):
                     ["---", "---"] + ["--:"] * (1 + len(HEAD_COLS)))
 
 
-# Figures measured by hand (not by make bench), kept in the report as they are.
-HAND_SECTIONS = """\
-## Per-thread TLS under the shim (measured by hand)
+# The core runtime's figures against the targets of the scheduler work
+# (issue 16): figure id, what, target (op, value; "go" compares with the
+# Go peer of the same run).  The README and docs/benchmarks.md show them
+# with the Go figure and ratio of the same run and the machine's floors.
+CORE = [
+    ("switch", "yield switch, 2 Gs on 1 P", ("<=", 15)),
+    ("spawn1", "spawn+exit, 1 P", ("<=", 300)),
+    ("spawn2", "spawn+exit, 2 Ps", ("<=", 200)),
+    # parked_*: the run's largest count (1M, or 100k with --quick)
+    ("parked_create_*", "{k} parked Gs: creation per G, 2 Ps", ("<=", 3000)),
+    ("parked_rss_*", "{k} parked Gs: RSS per G", ("<=", 4608)),
+    ("parked_faults_per_g_*", "{k} parked Gs: page faults per G", None),
+    ("parked_user_ns_per_g_*", "{k} parked Gs: user CPU per G", None),
+    ("parked_sys_ns_per_g_*", "{k} parked Gs: system CPU per G", None),
+    ("parked_sleep_create_*", "{k} Gs in weft_sleep: creation per G, 2 Ps", ("<=", 3000)),
+    ("parked_sleep_threads_*", "{k} Gs in weft_sleep: OS threads while spawning", ("<=", 4)),
+    ("chan_pingpong", "unbuffered channel round trip, 1 P", ("<=", 60)),
+    ("mutex", "contended mutex, 8 Gs, 2 Ps", ("go", None)),
+    ("fib_speedup", "fork-join fib(32), 2 Ps over 1 P", (">=", 1.8)),
+]
 
-Not produced by `make bench`: measured on 2026-12-01 when `weft run` made
-per-thread TLS (`WEFT_TLS=thread`) its default, on the same 2-CPU VM with
-six other sessions building and testing (load average 20-160), so compare
-within a row only. The "weft preloaded" rows above predate the change
-(they ran with shared TLS).
 
-Switch cost: `WEFT_TLS=thread build/bench/weft/yield 300000` against
-`WEFT_TLS=shared`: 18.1-23.1 us against 120-183 ns per switch; `strace
--c` counts one `arch_prctl(ARCH_SET_FS)` per switch (40,014 for 40,000),
-which cost 19-20 us at that moment (`getppid` 5.3-5.6 us; 3.6 us and
-1.0 us on a quiet machine). With `FSGSBASE` the load is one `wrfsbase`.
+def core_figure(benches, pat):
+    """(bench, figure, count) for a CORE id; "x_*" is the last x_<count>."""
+    hit = None
+    for b in benches:
+        for f in b.figures:
+            if f.fid == pat or (pat.endswith("*") and f.fid.startswith(pat[:-1])
+                                and "_" not in f.fid[len(pat) - 1:]):
+                hit = (b, f, f.fid[len(pat) - 1:] if pat.endswith("*") else "")
+    return hit
 
-`make demo DEMO_RUNS=1` (10,000 connections of examples/echo_threads,
-`weft run --procs 2`), default (thread) and `WEFT_TLS=shared`:
 
-| | thread | shared |
-|---|--:|--:|
-| msgs/s (native in the same run) | 11,143 (2,377) | 9,856 (1,799) |
-| server CPU per message, us | 20.7 | 16.2 |
-| server OS threads | 8 | 9 |
-| server peak RSS, MiB | 168.5 | 87.3 |
+def core_table(benches, link_prefix):
+    """The CORE rows found in this run, or "" if none."""
+    rows = []
+    for fid, what, target in CORE:
+        hit = core_figure(benches, fid)
+        if not hit:
+            continue
+        b, f, k = hit
+        what = what.replace("{k}", k)
+        wm, wv, wst = cell(f.weft)
+        gos = [p for p in f.peers if p.column == "Go"]
+        gm = cell(gos[0].ref)[0] if gos else None
+        r = ratio(wm, gm)
+        met, tgt = "", ""
+        if target and target[0] == "go":
+            tgt = ">= Go" if not f.lower else "<= Go"
+            if r is not None:
+                met = "yes" if (r >= 1 if not f.lower else r <= 1) else "**no**"
+        elif target:
+            op, v = target
+            tgt = f"{'≤' if op == '<=' else '≥'} {fmt(v)}"
+            if wm is not None:
+                met = "yes" if (wm <= v if op == "<=" else wm >= v) else "**no**"
+        rng = f" [{fmt(min(wv))}-{fmt(max(wv))}]" if len(wv) > 1 else ""
+        rows.append([f"[{what}]({link_prefix}#{b.bid})", f.unit,
+                     (fmt(wm) + rng) if wm is not None else status_word(wst),
+                     fmt(gm) if gm is not None else "", fmt_ratio(r) if r else "", tgt, met])
+    if not rows:
+        return ""
+    return md_table(["core figure", "unit", "weft median [range]", "Go, same run", "weft/Go",
+                     "target", "met"], rows, ["---", "---", "--:", "--:", "--:", "--:", "---"])
 
-+8.3 KiB (two pages) per connection: the TLS block at the top of each
-G's stack ([preload.md](preload.md#thread-local-state-and-errno)).
 
-MariaDB 10.11 (Debian's mariadbd, one thread per connection) driven by
-sysbench 20 s over its Unix socket, `bench/mariadb.sh` (`make
-bench-mariadb`), `weft run --procs 2`; modes: native, weft (its default,
-thread TLS), shared (`WEFT_TLS=shared`):
+# Figures measured by hand (not by make bench): every section of the
+# current report whose heading says "(measured by hand)" is carried over
+# into the new one as it is, so the text lives in one place (the report).
+HAND_MARK = "(measured by hand)"
 
-| sysbench test, client threads | native tps, p95 ms, OS threads | weft tps, p95 ms, OS threads | shared |
-|---|--:|--:|---|
-| oltp_point_select, 16 | 38,580, 0.84, 30 | 22,787, 2.00, 12 | server dies (signal 11) |
-| oltp_point_select, 512 | 11,145, 80.0, 526 | 12,279, 164.5, 25 | server dies (signal 11) |
-| oltp_read_write, 16 | 563, 68.1, 30 | 293, 161.5, 53 | dies (earlier run) |
-| oltp_read_write, 512 | 93, 13,071, 526 | 56, 18,738, 447 | dies (earlier run) |
 
-No crash under weft; errors: 0 in point_select; in read_write at 512
-sysbench's ignored (retried) errors, InnoDB deadlocks of 512 writers on
-4 small tables, 541 native and 514 weft (1 native at 16). Issue 13's
-targets (>= 0.9x native at 16; at 512 >= native on <= 16 OS threads with
-p95 <= native) are not met: point_select at 512 is above native on 25 OS
-threads but with twice the p95; InnoDB's file I/O blocks OS threads, for
-which sysmon lends spare Ps (447 OS threads at 512 read_write).
-"""
+def hand_sections(path):
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return ""
+    out, keep = [], False
+    for line in text.splitlines():
+        if line.startswith("## "):
+            keep = HAND_MARK in line
+        if keep:
+            out.append(line)
+    return "\n".join(out).rstrip() + "\n" if out else ""
+
 
 
 def render_md(benches, meta, plots, csv_rel, docs_dir):
@@ -1147,6 +1213,19 @@ def render_md(benches, meta, plots, csv_rel, docs_dir):
     a(headline_table(benches, ""))
     a("")
     a("Peer cells: the peer's median and, in brackets, weft/peer.\n")
+    core = core_table(benches, "")
+    if core:
+        a("## Core figures against their targets\n")
+        a("The core runtime's figures of this run against the targets of the scheduler "
+          "work (issue 16), with Go's figure from the same run beside them.  The machine's "
+          "floors in the same run (before / after; bench/floors.c): "
+          + floors_text((meta.get("floors") or {}).get("before") or {},
+                        (meta.get("floors") or {}).get("after") or {})
+          + ".  A parked task touches at least one fresh stack page, so its creation "
+          "cannot cost less than a bulk-populated page plus the first user write to it "
+          "(or, on 2 Ps, half that if both CPUs take them at once).\n")
+        a(core)
+        a("")
     if plots:
         a("## Plots\n")
         for fname, title in plots:
@@ -1227,7 +1306,7 @@ def render_md(benches, meta, plots, csv_rel, docs_dir):
                                              if s.errors and s.status == "not built" else ""))
         if probs:
             a("")
-    a(HAND_SECTIONS)
+    a(hand_sections(ROOT / "docs" / "benchmarks.md"))
     return "\n".join(L) + "\n"
 
 
@@ -1272,6 +1351,9 @@ def readme_section(benches, meta):
               + floors_text(fl["before"], fl.get("after") or {}) + ".  Read a figure "
               "as a ratio to these and to the peer beside it: machines of the same kind "
               "differ most in the cost of a first-touched page.", ""]
+    core = core_table(benches, "docs/benchmarks.md")
+    if core:
+        L += ["Core figures of the same run against their targets (issue 16):", "", core, ""]
     return "\n".join(L) + "\n"
 
 

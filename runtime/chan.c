@@ -499,6 +499,7 @@ static int usend(struct weft_chan *c, const void *elem, bool block)
 	}
 	struct waiter w;
 	waiter_init(&w);
+	w.excl = true; /* no deadline, not a select: only a lock holder claims it */
 	w.elem = (void *)elem;
 	wq_push(c, &c->sendq, &w);
 	waiter_block(&w, unlockchan, c, W_CHAN_SEND, -1);
@@ -517,6 +518,7 @@ static int urecv(struct weft_chan *c, void *elem, bool block)
 	}
 	struct waiter w;
 	waiter_init(&w);
+	w.excl = true; /* no deadline, not a select: only a lock holder claims it */
 	w.elem = elem;
 	wq_push(c, &c->recvq, &w);
 	waiter_block(&w, unlockchan, c, W_CHAN_RECV, -1);

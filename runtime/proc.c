@@ -172,10 +172,17 @@ static inline __attribute__((always_inline)) void runqput_inl(struct p *pp, stru
 {
 	if (next) {
 		struct g *old = atomic_load_explicit(&pp->runnext, memory_order_relaxed);
-		while (!atomic_compare_exchange_weak_explicit(&pp->runnext, &old, gp,
-							      memory_order_release,
-							      memory_order_relaxed))
-			;
+		if (!old) {
+			/* only the owner fills runnext and stealers only empty
+			 * it: seen empty, it stays empty until this store, so
+			 * no read-modify-write (release: gp's state is written
+			 * before a stealer's acquire load sees it) */
+			atomic_store_explicit(&pp->runnext, gp, memory_order_release);
+			return;
+		}
+		/* a stealer may be taking old: exchange, and queue old only
+		 * if it was still ours */
+		old = atomic_exchange_explicit(&pp->runnext, gp, memory_order_acq_rel);
 		if (!old)
 			return;
 		gp = old;
@@ -201,19 +208,9 @@ void runqput(struct p *pp, struct g *gp, bool next)
 	runqput_inl(pp, gp, next);
 }
 
-/* Owner only.  *inherit: gp came from runnext (shares the time slice). */
-static inline __attribute__((always_inline)) struct g *runqget_inl(struct p *pp, bool *inherit)
+/* Owner only: the head of pp's ring, or NULL. */
+static inline __attribute__((always_inline)) struct g *runqget_ring(struct p *pp)
 {
-	struct g *next = atomic_load_explicit(&pp->runnext, memory_order_relaxed);
-	if (next && atomic_compare_exchange_strong_explicit(&pp->runnext, &next, NULL,
-							    memory_order_acquire,
-							    memory_order_relaxed)) {
-		if (inherit)
-			*inherit = true;
-		return next;
-	}
-	if (inherit)
-		*inherit = false;
 	for (;;) {
 		uint32_t h = atomic_load_explicit(&pp->runqhead, memory_order_acquire);
 		uint32_t t = atomic_load_explicit(&pp->runqtail, memory_order_relaxed);
@@ -226,9 +223,33 @@ static inline __attribute__((always_inline)) struct g *runqget_inl(struct p *pp,
 	}
 }
 
+/* Owner only: runnext, else the ring's head.  *inherit: gp came from
+ * runnext.  ringfirst: the ring's head first (fairness: see nextg_fast). */
+static inline __attribute__((always_inline)) struct g *runqget_inl(struct p *pp, bool *inherit,
+								 bool ringfirst)
+{
+	struct g *gp;
+	if (unlikely(ringfirst) && (gp = runqget_ring(pp))) {
+		if (inherit)
+			*inherit = false;
+		return gp;
+	}
+	struct g *next = atomic_load_explicit(&pp->runnext, memory_order_relaxed);
+	if (next && atomic_compare_exchange_strong_explicit(&pp->runnext, &next, NULL,
+							    memory_order_acquire,
+							    memory_order_relaxed)) {
+		if (inherit)
+			*inherit = true;
+		return next;
+	}
+	if (inherit)
+		*inherit = false;
+	return runqget_ring(pp);
+}
+
 struct g *runqget(struct p *pp, bool *inherit)
 {
-	return runqget_inl(pp, inherit);
+	return runqget_inl(pp, inherit, false);
 }
 
 /* Grab half of victim's queue into batch (a ring starting at bhead). */
@@ -862,7 +883,11 @@ static void gentry(void)
 
 /* A runnable G that can run here now without the scheduler context:
  * runnext or local, the global queue every 61 switches or when the local
- * one is empty.  Runs due timers first. */
+ * one is empty.  Runs due timers first.  Every 61st switch the ring's
+ * head also goes before runnext: two Gs that keep readying each other
+ * into runnext (a channel ping-pong) would otherwise never let the ring
+ * run on this P (Go bounds them by a shared time slice and sysmon's
+ * 10 ms preemption; a count needs no clock and no sysmon). */
 static inline __attribute__((always_inline)) struct g *nextg_fast(struct m *m, struct p *pp)
 {
 	if (unlikely(atomic_load_explicit(&pp->retired, memory_order_relaxed) ||
@@ -872,14 +897,14 @@ static inline __attribute__((always_inline)) struct g *nextg_fast(struct m *m, s
 	if (t0 && t0 <= nanotime())
 		checktimers(pp, nanotime());
 	struct g *gp = NULL;
-	if (atomic_load_explicit(&pp->schedtick, memory_order_relaxed) % 61 == 0 &&
-	    atomic_load_explicit(&sched.runqsize, memory_order_relaxed)) {
+	bool fair = atomic_load_explicit(&pp->schedtick, memory_order_relaxed) % 61 == 0;
+	if (fair && atomic_load_explicit(&sched.runqsize, memory_order_relaxed)) {
 		lock(&sched.lock);
 		gp = globrunqget(pp, 1);
 		unlock(&sched.lock);
 	}
 	if (!gp)
-		gp = runqget_inl(pp, NULL);
+		gp = runqget_inl(pp, NULL, fair);
 	if (!gp && atomic_load_explicit(&sched.runqsize, memory_order_relaxed)) {
 		lock(&sched.lock);
 		gp = globrunqget(pp, 0);
@@ -1709,15 +1734,15 @@ top:;
 		}
 	}
 	checktimers(pp, now);
-	if (atomic_load_explicit(&pp->schedtick, memory_order_relaxed) % 61 == 0 &&
-	    atomic_load(&sched.runqsize) > 0) {
+	bool fair = atomic_load_explicit(&pp->schedtick, memory_order_relaxed) % 61 == 0;
+	if (fair && atomic_load(&sched.runqsize) > 0) {
 		lock(&sched.lock);
 		gp = globrunqget(pp, 1);
 		unlock(&sched.lock);
 		if (gp)
 			return gp;
 	}
-	if ((gp = runqget(pp, NULL)))
+	if ((gp = runqget_inl(pp, NULL, fair)))
 		return gp;
 	if (atomic_load(&sched.runqsize) > 0) {
 		lock(&sched.lock);

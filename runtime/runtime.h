@@ -695,6 +695,11 @@ struct waiter {
 	int64_t since;         /* nanotime when it started waiting */
 	int32_t result;        /* primitive-specific outcome, set by the waker */
 	void *sel;             /* select: the shared select record */
+	bool excl;             /* only the primitive's lock holder can end this wait
+	                        * (no deadline, not interruptible, not a select):
+	                        * waiter_claim needs no CAS.  Set by the caller before
+	                        * it queues w; waiter_block clears it for a wait that
+	                        * a timer or an interruption may end. */
 };
 
 /*

@@ -34,6 +34,7 @@ void waiter_init(struct waiter *w)
 	w->next = w->prev = NULL;
 	w->result = 0;
 	w->sel = NULL;
+	w->excl = false;
 	atomic_store_explicit(&w->done, WS_WAIT, memory_order_relaxed);
 	noteclear(&w->note);
 	if (w->g) {
@@ -47,6 +48,18 @@ void waiter_init(struct waiter *w)
  * the waker's writes (result, elem) happen before the woken side reads. */
 bool waiter_claim(struct waiter *w)
 {
+	if (w->excl) {
+		/* nobody else can end this wait (struct waiter): a plain
+		 * store; release orders what the waker wrote before it (the
+		 * woken side reads the word with acquire, and is readied
+		 * through a run queue or note, both release/acquire too) */
+		if (w->g)
+			atomic_store_explicit(&w->g->waitstate, w->seq << 2 | WS_WOKEN,
+					      memory_order_release);
+		else
+			atomic_store_explicit(&w->done, WS_WOKEN, memory_order_release);
+		return true;
+	}
 	if (w->g) {
 		uint64_t want = w->seq << 2 | WS_WAIT;
 		return atomic_compare_exchange_strong_explicit(&w->g->waitstate, &want,
@@ -198,6 +211,9 @@ bool waiter_block(struct waiter *w, void (*unlockf)(void *), void *arg, int reas
 {
 	w->since = atomic_load_explicit(&coarsenow, memory_order_relaxed);
 	struct g *gp = w->g;
+	/* still under the primitive's lock: no claimer has looked at w yet */
+	if (deadline >= 0 || (gp && gp->introk))
+		w->excl = false;
 	if (gp) {
 		if (deadline >= 0 && !gp->timer) {
 			gp->timer = rtalloc(sizeof *gp->timer);

@@ -546,6 +546,85 @@ Test(sched, full_queue_spawner_yields, .timeout = 30)
 	cr_assert_eq(WEXITSTATUS(c.status), 0, "stdout: %s stderr: %s", c.out, c.err);
 }
 
+/* ---- two Gs handing off through runnext cannot starve a third --------------------- */
+
+/* A and B bounce a value over two unbuffered channels on one P: each
+ * claim readies the peer into runnext and the next operation parks, so
+ * the pair runs back to back and runnext is full at every switch.  A
+ * spawns C right after a send returns (runnext empty then: C goes
+ * there) and then receives, which readies B into runnext and kicks C to
+ * the ring.  If runnext always went first, C would wait there for as
+ * long as the pair goes on (on the old tree: 325,000 to 1,000,000+
+ * round trips, until something of sysmon's happened to let it in).
+ * Every 61st switch takes the ring's head first, so C runs within ~31
+ * round trips; the test allows 1,000. */
+#define PINGPONG_LIMIT 1000000
+#define FAIR_BOUND 1000
+static weft_chan_t *fair_ping, *fair_pong;
+static _Atomic int fair_c_ran;
+static long fair_rounds;             /* round trips from C's spawn until it ran */
+static weft_wg_t fair_wg = WEFT_WG_INIT;
+
+static void fair_c(void *arg)
+{
+	(void)arg;
+	atomic_store(&fair_c_ran, 1);
+	weft_wg_done(&fair_wg);
+}
+
+static void fair_b(void *arg)
+{
+	(void)arg;
+	long v;
+	while (weft_chan_recv(fair_ping, &v) == 1)
+		weft_chan_send(fair_pong, &v);
+	weft_wg_done(&fair_wg);
+}
+
+static void fair_a(void *arg)
+{
+	(void)arg;
+	long i, spawned = -1;
+	for (i = 0; i < PINGPONG_LIMIT && !atomic_load(&fair_c_ran); i++) {
+		weft_chan_send(fair_ping, &i);
+		if (i == 10) {
+			weft_go(fair_c, NULL);
+			spawned = i;
+		}
+		long v;
+		weft_chan_recv(fair_pong, &v);
+	}
+	fair_rounds = i - spawned;
+	weft_chan_close(fair_ping);
+	weft_wg_done(&fair_wg);
+}
+
+static int runnext_fair_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	fair_ping = weft_chan_make(sizeof(long), 0);
+	fair_pong = weft_chan_make(sizeof(long), 0);
+	weft_wg_add(&fair_wg, 3);
+	weft_go(fair_b, NULL);
+	weft_go(fair_a, NULL);
+	weft_wg_wait(&fair_wg);
+	printf("C ran %ld round trips after its spawn\n", fair_rounds);
+	return fair_rounds <= FAIR_BOUND ? 0 : 11;
+}
+
+static int runnext_fair_child(void)
+{
+	return weft_main(runnext_fair_body, 0, NULL);
+}
+
+Test(sched, runnext_handoff_cannot_starve_ring, .timeout = 60)
+{
+	struct child c;
+	run_child(&c, env_procs1, runnext_fair_child, 50);
+	cr_assert(WIFEXITED(c.status), "status %d, stderr: %s", c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "stdout: %s stderr: %s", c.out, c.err);
+}
+
 /* ---- stack overflow is reported, never silent ---------------------------------- */
 
 static int recurse(int n)

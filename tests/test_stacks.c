@@ -6,7 +6,12 @@
  * themselves: test_stacks_split.c.  Overflow reports: test_sched.c.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -100,6 +105,67 @@ static int sizes_body(int argc, char **argv)
 Test(stacks, sizes_and_kinds_reused, .timeout = 60)
 {
 	run_main(sizes_body);
+}
+
+/* ---- a new chunk's stack tops are committed in one system call ---------------- */
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+/* The runtime reaches madvise through the PLT, so this definition, in
+ * the executable, takes its calls: populates are counted and every call
+ * is passed on to the kernel. */
+static _Atomic long populate_calls;
+
+int madvise(void *addr, size_t len, int advice)
+{
+	if (advice == MADV_POPULATE_WRITE)
+		atomic_fetch_add(&populate_calls, 1);
+	return (int)syscall(SYS_madvise, addr, len, advice);
+}
+
+#define TOPS_GS 2000
+static weft_wg_t tops_started = WEFT_WG_INIT, tops_release = WEFT_WG_INIT;
+static long tops_calls;
+
+static void tops_g(void *arg)
+{
+	(void)arg;
+	weft_wg_done(&tops_started);
+	weft_wg_wait(&tops_release); /* keeps its stack: the next G needs a fresh one */
+}
+
+static int tops_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	weft_wg_add(&tops_release, 1);
+	weft_wg_add(&tops_started, TOPS_GS);
+	long before = atomic_load(&populate_calls);
+	for (int i = 0; i < TOPS_GS; i++)
+		CHECK(weft_go(tops_g, NULL) > 0);
+	weft_wg_wait(&tops_started);
+	tops_calls = atomic_load(&populate_calls) - before;
+	weft_wg_done(&tops_release);
+	return 0;
+}
+
+/* 2,000 parked Gs take 2,000 fresh stacks from 125 chunks: their top
+ * pages are committed by one process_madvise per chunk (stack.c
+ * populatetops), not by one madvise per stack (2,000 before).  The few
+ * left are the runtime allocator's own populates (alloc.c). */
+Test(stacks, chunk_tops_populated_in_one_call, .timeout = 60)
+{
+	char *pg = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert(pg != MAP_FAILED);
+	struct iovec v = { pg, 4096 };
+	if (syscall(SYS_process_madvise, -10001 /* PIDFD_SELF */, &v, 1, MADV_POPULATE_WRITE, 0) < 0)
+		cr_skip("process_madvise(PIDFD_SELF, MADV_POPULATE_WRITE) not here (Linux < 6.14): "
+			"stacks are populated one by one");
+	munmap(pg, 4096);
+	run_main(tops_body);
+	cr_assert_lt(tops_calls, TOPS_GS / 10, "%ld populate calls for %d fresh stacks", tops_calls,
+		     TOPS_GS);
 }
 
 /* In libweft (no split-stack support) a segmented request is served by
