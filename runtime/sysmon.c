@@ -36,6 +36,7 @@
 #define POLL_IDLE_NS (10 * 1000 * 1000)
 #define TIMER_LATE_NS (1000 * 1000) /* a P's timer this overdue: sysmon fires it */
 #define SCAVENGE_NS (1000 * 1000 * 1000) /* return free stack chunks about once a second */
+#define QUIET_NS (50 * 1000 * 1000) /* every P idle or in a quiet kernel wait this long: sleep */
 
 static void usleep_ns(int64_t ns)
 {
@@ -126,6 +127,46 @@ static bool inkernel(struct p *pp, int64_t now)
 	return threadstate(tid) == 'S';
 }
 
+/* pp is in a blocking call with Gs waiting behind it: if its M waits in
+ * the kernel (kwait.c), ask it to end; true while that is the answer
+ * (asked, or asked less than 1 ms ago), false for a spare. */
+static bool kwaitstuck(struct p *pp, int64_t now)
+{
+	/* relaxed: its owner writes it (a stale M is not in this P's wait) */
+	struct m *m = __atomic_load_n(&pp->m, __ATOMIC_RELAXED);
+	int32_t kw = m ? atomic_load(&m->kwait) : KW_NONE;
+	if (kw == KW_NONE)
+		return false;
+	if (kw == KW_WAIT && kwait_kick(m)) {
+		pp->sm_kick = now;
+		return true;
+	}
+	if (pp->sm_kick == 0) /* asked by someone else */
+		pp->sm_kick = now;
+	return now - pp->sm_kick < RELEND_NS;
+}
+
+/* Is every P idle, or waiting in the kernel (kwait.c) with nothing
+ * behind it?  Then nothing can be stuck: sysmon may sleep until a P is
+ * acquired or a kernel wait ends (exitsyscallwait wakes it).  seq_cst
+ * loads, after the caller's store of sysmonwait: see exitsyscallwait. */
+static bool allpquiet(void)
+{
+	if (atomic_load(&sched.runqsize) != 0)
+		return false;
+	int32_t n = atomic_load(&nallp);
+	for (int32_t i = 0; i < n; i++) {
+		struct p *pp = allp[i];
+		if (PSTATUS(atomic_load(&pp->state)) == P_IDLE)
+			continue;
+		struct m *m = __atomic_load_n(&pp->m, __ATOMIC_RELAXED);
+		if (!m || atomic_load(&m->kwait) == KW_NONE || !runqempty(pp) ||
+		    atomic_load_explicit(&pp->timer0when, memory_order_relaxed) != 0)
+			return false;
+	}
+	return true;
+}
+
 /* Lend capacity around stuck Ms; returns how many Ps were lent or asked
  * to yield.  *watch: how many Ps sit in a blocking call with Gs waiting
  * behind them, not yet long enough to be handed on (the next round
@@ -176,6 +217,7 @@ static int retake(int64_t now, int *watch)
 			*seen = tick;
 			pp->sm_when = now;
 			pp->sm_cpuwhen = 0;
+			pp->sm_kick = 0;
 			if (insys && (haswork(pp, now) || atomic_load(&sched.runqsize) != 0))
 				(*watch)++;
 			continue;
@@ -184,6 +226,16 @@ static int retake(int64_t now, int *watch)
 			continue; /* nobody waits behind it */
 		if (now - pp->sm_when < SYSCALL_RETAKE_NS) {
 			*watch += insys;
+			continue;
+		}
+		/* a kernel wait (kwait.c) with Gs behind it: asked to end, its
+		 * G parks and the P runs them; no spare P, whose M would be one
+		 * more thread per such P (a readier asks first: this is the
+		 * backstop).  A wait still not ended 1 ms after it was asked
+		 * (its kick lost: a linked program blocking SIGURG on the Ms)
+		 * gets a spare as any blocking call */
+		if (insys && kwaitstuck(pp, now)) {
+			n++;
 			continue;
 		}
 		/* blocked in a call weft does not see: as a blocking call */
@@ -275,9 +327,11 @@ static void schedtrace(int64_t now, int64_t start)
 		n += snprintf(buf + n, sizeof buf - n, "%s%u", i ? " " : "", len);
 	}
 	n += snprintf(buf + n, sizeof buf - n, "]");
-	if (n < (int)sizeof buf - 96)
-		snprintf(buf + n, sizeof buf - n, " kernelwaits=%lld netpolls=%lld sysmonwakes=%lld",
+	if (n < (int)sizeof buf - 128)
+		snprintf(buf + n, sizeof buf - n,
+			 " kernelwaits=%lld kwaitkicks=%lld netpolls=%lld sysmonwakes=%lld",
 			 (long long)atomic_load(&sched.nsyscallwait),
+			 (long long)atomic_load(&sched.nkwaitkick),
 			 (long long)atomic_load(&sched.nnetpoll),
 			 (long long)atomic_load(&sched.nsysmonwake));
 	warn("%s", buf);
@@ -289,6 +343,7 @@ static void *sysmon(void *arg)
 	int64_t delay = SYSMON_MIN_NS;
 	int idle = 0;
 	int64_t start = nanotime(), lasttrace = start, lastscavenge = start;
+	int64_t quietsince = 0; /* since when allpquiet (0: not now) */
 	bool scavenge_pending = false;
 	for (;;) {
 		/* 20 us while something is or may be stuck; else twice as
@@ -306,25 +361,38 @@ static void *sysmon(void *arg)
 		atomic_store_explicit(&coarsenow, now, memory_order_relaxed);
 
 		/* everything idle: sleep until a P is acquired (or the next
-		 * trace line is due) */
-		if (allpidle()) {
+		 * trace line is due).  Or every P idle or waiting in the
+		 * kernel with nothing behind it, for QUIET_NS: sleep until a
+		 * P is acquired or a kernel wait ends (not at once: an event
+		 * loop's waits end many times a second, and each end would
+		 * then cost a futex wake) */
+		if (!allpquiet())
+			quietsince = 0;
+		else if (quietsince == 0)
+			quietsince = now;
+		bool quiet = quietsince != 0 && now - quietsince >= QUIET_NS;
+		if (quiet || allpidle()) {
 			lock(&sched.lock);
 			noteclear(&sched.sysmonnote);
 			/* say we wait, then look (seq_cst both, as acquirep
-			 * stores a P's state and then reads sysmonwait): a P
-			 * acquired meanwhile is seen here, or sees us waiting
-			 * and wakes us (acquirep does not take sched.lock) */
+			 * stores a P's state and then reads sysmonwait, and
+			 * exitsyscallwait a kernel wait's end): a P acquired
+			 * meanwhile is seen here, or sees us waiting and wakes
+			 * us (acquirep does not take sched.lock) */
 			atomic_store(&sched.sysmonwait, 1);
-			if (allpidle()) {
+			if (quiet ? allpquiet() : allpidle()) {
 				unlock(&sched.lock);
 				int64_t t = weftenv.schedtrace_ms ? weftenv.schedtrace_ms * 1000000 : -1;
 				if (scavenge_pending && (t < 0 || t > SCAVENGE_NS))
 					t = SCAVENGE_NS;
-				notetsleep(&sched.sysmonnote, t);
+				bool woken = notetsleep(&sched.sysmonnote, t);
 				lock(&sched.lock);
 				atomic_store(&sched.sysmonwait, 0);
 				unlock(&sched.lock);
-				idle = 0;
+				if (woken) { /* something runs: watch it afresh */
+					idle = 0;
+					quietsince = 0;
+				}
 				now = nanotime();
 				atomic_store_explicit(&coarsenow, now, memory_order_relaxed);
 			} else {

@@ -180,6 +180,7 @@ static void on_weft(int sig, siginfo_t *si, void *ucv)
 		weftsig = 1;
 	} else {
 		m_mask(&uc->uc_sigmask);
+		(void)kwait_onsignal(uc); /* a kernel wait here ends (runtime/kwait.c) */
 		async_check(uc); /* a G computing here with a signal to run */
 	}
 	errno_set(e);
@@ -208,6 +209,17 @@ void sig_tell(int tid)
 		(void)sys3(SYS_tgkill, getpid(), tid, SIGWEFT);
 }
 #define tell sig_tell
+
+/* A kernel wait's kick (runtime/kwait.c) under the shim: SIGWEFT, whose
+ * handler every M keeps (a program may take SIGURG's for itself).  No
+ * look at the disposition first, as sig_tell makes: kicks are frequent
+ * under load, and only a thread that resets every handler by raw
+ * system calls (sig_tell) could lose it, which a kick cannot reach: it
+ * goes to an M of this process waiting in a hooked poll. */
+static void kick(int tid)
+{
+	(void)sys3(SYS_tgkill, getpid(), tid, SIGWEFT);
+}
 
 /* ---- runtime threads ----------------------------------------------------------- */
 
@@ -521,6 +533,7 @@ static int sig_run(void);
 void sig_start(void)
 {
 	install();
+	rt_kicktid = kick;
 	async_init();
 	sigset_t m;
 	REAL(pthread_sigmask)(SIG_SETMASK, NULL, &m);
