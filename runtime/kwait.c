@@ -122,8 +122,14 @@ bool kwait_kick(struct m *m)
 	if (!atomic_compare_exchange_strong(&m->kwait, &want, KW_STOP))
 		return false;
 	int tid = atomic_load_explicit(&m->tid, memory_order_relaxed);
-	if (tid > 0)
-		rt_kicktid(tid);
+	/* not if it is back already: a signal that comes after the wait
+	 * (this window is not closed, only narrowed) is harmless - it ends
+	 * the M's next kernel wait, which waits again; a blocking call it
+	 * interrupts restarts (SA_RESTART) - but stray all the same (in a
+	 * linked program the SIGURG handler the program had then runs) */
+	void (*kick)(int) = __atomic_load_n(&rt_kicktid, __ATOMIC_RELAXED);
+	if (tid > 0 && atomic_load(&m->kwait) == KW_STOP)
+		kick(tid);
 	atomic_fetch_add_explicit(&sched.nkwaitkick, 1, memory_order_relaxed);
 	return true;
 }

@@ -211,11 +211,12 @@ void sig_tell(int tid)
 #define tell sig_tell
 
 /* A kernel wait's kick (runtime/kwait.c) under the shim: SIGWEFT, whose
- * handler every M keeps (a program may take SIGURG's for itself).  No
- * look at the disposition first, as sig_tell makes: kicks are frequent
- * under load, and only a thread that resets every handler by raw
- * system calls (sig_tell) could lose it, which a kick cannot reach: it
- * goes to an M of this process waiting in a hooked poll. */
+ * handler every M keeps (a program may install its own SIGURG handler,
+ * which would then run on an M).  Without sig_tell's look at the
+ * disposition first (a system call more per kick, and kicks come with
+ * every G readied while no P is idle under load): the case it guards
+ * against, a program that resets every handler by raw system calls, is
+ * a fork child about to exec, with no other M to kick. */
 static void kick(int tid)
 {
 	(void)sys3(SYS_tgkill, getpid(), tid, SIGWEFT);
@@ -533,7 +534,7 @@ static int sig_run(void);
 void sig_start(void)
 {
 	install();
-	rt_kicktid = kick;
+	__atomic_store_n(&rt_kicktid, kick, __ATOMIC_RELAXED);
 	async_init();
 	sigset_t m;
 	REAL(pthread_sigmask)(SIG_SETMASK, NULL, &m);
