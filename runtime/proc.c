@@ -1457,9 +1457,22 @@ static bool entersyscallwait_ok(struct m *m, struct p *pp, int64_t *until)
 	 * kernel like us: an idle P's M blocks in netpoll, a running one
 	 * polls whenever it looks for work (sysmon polls after 10 ms if
 	 * every P is stuck some other way) */
-	if (atomic_load(&netpollwaiters) > 0 &&
-	    atomic_load(&sched.nkwait) >= atomic_load(&sched.gomaxprocs))
-		return false;
+	if (atomic_load(&netpollwaiters) > 0) {
+		if (atomic_load(&sched.nkwait) >= atomic_load(&sched.gomaxprocs))
+			return false;
+		/* and none blocks in netpoll (lastpoll != 0) while a P is
+		 * idle: an M that went idle while no G was parked there did
+		 * not stay to watch, and the Gs parked since on a P that then
+		 * waited in the kernel (ours) would wait for sysmon's poll
+		 * every 10 ms (a preloaded memcached's SIGTERM did: sysmon
+		 * slept, and never).  A spinning M takes the idle P, finds
+		 * nothing and blocks in netpoll (findrunnable) */
+		int32_t zero = 0;
+		if (atomic_load(&sched.lastpoll) != 0 && atomic_load(&sched.npidle) > 0 &&
+		    atomic_load(&sched.nmspinning) == 0 &&
+		    atomic_compare_exchange_strong(&sched.nmspinning, &zero, 1))
+			startm(NULL, true);
+	}
 	int64_t t0 = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
 	if (t0) {
 		if (t0 <= nanotime())

@@ -147,12 +147,15 @@ static bool kwaitstuck(struct p *pp, int64_t now)
 }
 
 /* Is every P idle, or waiting in the kernel (kwait.c) with nothing
- * behind it?  Then nothing can be stuck: sysmon may sleep until a P is
+ * behind it, and the netpoller watched?  Then nothing can be stuck: sysmon may sleep until a P is
  * acquired or a kernel wait ends (exitsyscallwait wakes it).  seq_cst
  * loads, after the caller's store of sysmonwait: see exitsyscallwait. */
 static bool allpquiet(void)
 {
-	if (atomic_load(&sched.runqsize) != 0)
+	/* Gs parked on the netpoller and no M blocked in it: sysmon's poll
+	 * every 10 ms is the backstop (entersyscallwait wakes a poller) */
+	if (atomic_load(&sched.runqsize) != 0 ||
+	    (atomic_load(&netpollwaiters) > 0 && atomic_load(&sched.lastpoll) != 0))
 		return false;
 	int32_t n = atomic_load(&nallp);
 	for (int32_t i = 0; i < n; i++) {

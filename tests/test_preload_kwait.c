@@ -43,3 +43,13 @@ Test(kwait, cancel_ends_kernel_wait, .timeout = 120)
 {
 	kcase("cancel");
 }
+
+/* the process's SIGALRM after main waited quietly in epoll_wait for a
+ * while: the signal router, parked on the netpoller, is woken although
+ * sysmon sleeps (an M blocks in netpoll whenever a P waits in the kernel
+ * with Gs parked there and another P idle; before, memcached under the
+ * shim never ended on SIGTERM) */
+Test(kwait, signal_after_quiet_wait, .timeout = 120)
+{
+	kcase("idle_signal");
+}

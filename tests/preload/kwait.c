@@ -12,6 +12,7 @@
  *   signal  - pthread_kill / SIGALRM to main blocked in epoll_wait, poll
  *             and select without a timeout: -1 EINTR, the handler ran
  *   cancel  - pthread_cancel of a thread blocked in epoll_wait and poll
+ *   idle_signal - SIGALRM after main waited quietly in epoll_wait: -1 EINTR
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -193,6 +194,27 @@ static void case_signal(void)
 	say("the handler ran for each", atomic_load(&handled) >= 4 && atomic_load(&handled) > before);
 }
 
+/* A process signal after main has waited quietly for a while (the
+ * runtime's monitor asleep by then): its handler runs on main, whose
+ * epoll_wait ends with EINTR.  Its router parked on the netpoller must
+ * still be woken by someone. */
+static void case_idle_signal(void)
+{
+	threads_on();
+	catch(SIGALRM);
+	int ep = epoll_create1(0), p[2];
+	CHECK(ep >= 0 && pipe(p) == 0);
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = p[0] };
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev) == 0);
+	struct epoll_event e;
+	CHECK(epoll_wait(ep, &e, 1, 300) == 0);
+	struct itimerval it = { { 0, 0 }, { 0, 500000 } };
+	setitimer(ITIMER_REAL, &it, NULL);
+	int r = epoll_wait(ep, &e, 1, -1);
+	say("idle, then SIGALRM: -1 EINTR", r == -1 && err() == EINTR);
+	say("the handler ran", atomic_load(&handled) == 1);
+}
+
 static atomic_int waiting;
 
 static void *epoll_forever(void *arg)
@@ -246,6 +268,7 @@ static const struct {
 	{ "idle", case_idle },
 	{ "signal", case_signal },
 	{ "cancel", case_cancel },
+	{ "idle_signal", case_idle_signal },
 };
 
 int main(int argc, char **argv)
