@@ -1501,6 +1501,10 @@ bool entersyscallwait(int64_t *until)
 	if (!entersyscallwait_ok(m, pp, until)) {
 		atomic_fetch_sub(&sched.nkwait, 1);
 		atomic_store(&m->kwait, KW_NONE);
+		/* sysmon may have taken our KW_WAIT for a quiet P and slept:
+		 * it must watch the G that runs on (as exitsyscallwait) */
+		if (atomic_load(&sched.sysmonwait))
+			sysmon_wake();
 		return false;
 	}
 	atomic_fetch_add_explicit(&sched.nsyscallwait, 1, memory_order_relaxed);
