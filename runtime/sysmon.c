@@ -7,7 +7,8 @@
  *     M: an idle P if there is one, else a spare P lent for as long as the
  *     M stays stuck (lendp, proc.c; uncapped for blocked Ms up to
  *     WEFT_MAXTHREADS, capped for hogs); a hog is also asked to yield at
- *     its next runtime call;
+ *     its next runtime call; an M waiting in the kernel for fds
+ *     (entersyscallwait) is asked to end its wait instead (kwait.c);
  *   - fires timers more than 1 ms overdue on a P whose M is stuck;
  *   - polls the network if nobody has for 10 ms;
  *   - prints the schedtrace line (WEFT_DEBUG=schedtrace=<ms>);
@@ -15,7 +16,9 @@
  * It sleeps 20 us between rounds while it finds work or a P sits in a
  * blocking call with Gs waiting behind it; otherwise twice as long each
  * round, up to 10 ms; and outright while every P is idle (acquirep wakes
- * it).  weft_stats().sysmon_wakeups counts its rounds.
+ * it), or after 50 ms in which every P was idle or waiting in the kernel
+ * with nothing behind it and the netpoller watched (the end of such a
+ * wait wakes it too).  weft_stats().sysmon_wakeups counts its rounds.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -143,7 +146,13 @@ static bool kwaitstuck(struct p *pp, int64_t now)
 	}
 	if (pp->sm_kick == 0) /* asked by someone else */
 		pp->sm_kick = now;
-	return now - pp->sm_kick < RELEND_NS;
+	if (now - pp->sm_kick < RELEND_NS)
+		return true;
+	/* lost only if its thread still sleeps in the kernel: one that is
+	 * runnable is on its way out (a loaded machine may not run it for
+	 * a while), and a spare would only add a thread */
+	int tid = atomic_load_explicit(&m->tid, memory_order_relaxed);
+	return tid <= 0 || threadstate(tid) != 'S';
 }
 
 /* Is every P idle, or waiting in the kernel (kwait.c) with nothing
