@@ -4,7 +4,8 @@
 # and under weft run in the same run: ops/s side by side at each
 # connection count, the ratio weft/native, get misses and verification
 # failures (data exact: both 0), and (with perf) the server's system
-# calls per operation.  Runs alternate native, weft; the best of RUNS.
+# calls per operation.  Runs alternate native, weft; the best of RUNS,
+# and on stderr each pair's ratio with the load average, and their median.
 #
 #   bench/memcached.sh   # BUILD=build PROCS=2 X=100000 CONNS="256 2000" RUNS=3
 #
@@ -78,10 +79,14 @@ for c in $CONNS; do
 	for r in $(seq "$RUNS"); do
 		run "$dir/native.$c.$r" "$c"
 		run "$dir/weft.$c.$r" "$c" "$weft" run --procs "$PROCS" --
+		a=$(awk '$1 == "tps" { print $2 }' "$dir/native.$c.$r") b=$(awk '$1 == "tps" { print $2 }' "$dir/weft.$c.$r")
+		echo "  pair $r: native ${a:--} weft ${b:--} ratio $(ratio "${a:-0}" "${b:-0}") (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+		echo "$(ratio "${a:-0}" "${b:-0}")" >>"$dir/ratios.$c"
 	done
 	a=$(best "$dir/native.$c" tps) b=$(best "$dir/weft.$c" tps)
 	printf "%-6s %10s %10s %7s %14s %14s %14s\n" "$c" "$a" "$b" "$(ratio "$a" "$b")" \
 		"$(best "$dir/native.$c" calls/op)/$(best "$dir/weft.$c" calls/op)" \
 		"$(best "$dir/native.$c" misses)/$(best "$dir/weft.$c" misses)" \
 		"$(best "$dir/native.$c" failed)/$(best "$dir/weft.$c" failed)"
+	echo "  median of the pairs' ratios: $(sort -n "$dir/ratios.$c" | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')" >&2
 done

@@ -145,45 +145,41 @@ static int fdset_wait(struct fdset *s, int64_t deadline)
 
 /* ---- waiting in the kernel ------------------------------------------------- */
 
-/* Under the shim a signal handler or a cancellation for a G runs on the
- * G at its park (g_interrupt), and nothing can end a kernel wait for it:
- * a G waiting in the kernel comes back this often to look. */
-#define KWAIT_SLICE_NS (20 * 1000000LL)
-
 /* Wait in the real call on this M rather than park (entersyscallwait):
  * true (in a syscall bracket; kwait_end after the call) with *until the
  * absolute time to be back from the kernel by, -1 none.  Not with a
  * signal mask for the wait: under the shim an M must keep blocking the
- * signals the shim routes, so only the non-blocking asks apply a mask. */
-static bool kwait_begin(struct g *gp, const sigset_t *ss, int64_t deadline, int64_t *until)
+ * signals the shim routes, so only the non-blocking asks apply a mask.
+ * A G made runnable that the P could run, or a signal handler or a
+ * cancellation for this G, ends the wait (runtime/kwait.c); the G then
+ * parks once (*kicked), which lets its P run the scheduler, or runs the
+ * handler. */
+static bool kwait_begin(struct g *gp, const sigset_t *ss, int64_t deadline, int64_t *until,
+			bool *kicked)
 {
-	if (ss || weftenv.nokwait)
+	if (ss || weftenv.nokwait || *kicked)
 		return false;
+	if (hook_sigrun && atomic_load(&gp->intrreq))
+		return false; /* asked for: the park runs it */
 	*until = deadline;
-	if (hook_sigrun) {
-		if (atomic_load(&gp->intrreq))
-			return false; /* asked for: the park runs it */
-		int64_t slice = nanotime() + KWAIT_SLICE_NS;
-		if (*until < 0 || slice < *until)
-			*until = slice;
-	}
 	return entersyscallwait(until);
 }
 
-static void kwait_end(void)
+/* After the kernel wait's call: *kicked if it was asked to end. */
+static void kwait_end(bool *kicked)
 {
-	exitsyscallwait(); /* errno: untouched by the raw call and by this */
+	*kicked = exitsyscallwait(); /* errno: untouched by the raw call and by this */
 }
 
 /* After a kernel wait that returned r: true if r is the call's answer
  * (ready fds, an error, or the deadline passed); false to look again (the
- * P's timer is due, the slice ended, or an EINTR from a runtime signal
- * under the shim: SIGWEFT, SIGURG; a linked program's EINTR is its own
- * handler's, the answer). */
-static bool kwait_done(long r, int64_t deadline)
+ * P's timer is due, the wait was asked to end, or an EINTR from a
+ * runtime signal under the shim: SIGWEFT, SIGURG; a linked program's
+ * EINTR is its own handler's, the answer, unless it was our kick's). */
+static bool kwait_done(long r, int64_t deadline, bool kicked)
 {
 	if (r == -EINTR)
-		return !hook_sigrun;
+		return !hook_sigrun && !kicked;
 	return r != 0 || (deadline >= 0 && nanotime() >= deadline);
 }
 
@@ -215,16 +211,19 @@ static long g_poll(struct pollfd *fds, nfds_t n, int64_t deadline, const sigset_
 	int w = 1;
 	bool kdone = false;
 	struct g *gp = getg();
+	bool kicked = false;
 	for (;;) {
 		int64_t until;
-		if (kwait_begin(gp, ss, deadline, &until)) {
+		if (kwait_begin(gp, ss, deadline, &until, &kicked)) {
 			struct timespec kts;
-			r = sys5(SYS_ppoll, fds, n, ts_until(until, &kts), NULL, KSIGSET);
-			kwait_end();
-			if ((kdone = kwait_done(r, deadline)))
+			r = kwait_syscall(SYS_ppoll, (long)fds, (long)n, (long)ts_until(until, &kts), 0,
+					  KSIGSET, 0);
+			kwait_end(&kicked);
+			if ((kdone = kwait_done(r, deadline, kicked)))
 				break;
 			continue;
 		}
+		kicked = false;
 		s.n = 0;
 		for (nfds_t i = 0; i < n; i++)
 			fdset_add(&s, fds[i].fd, poll_dirs(fds[i].events));
@@ -332,18 +331,20 @@ static long g_select(int nfds, fd_set *rs, fd_set *ws, fd_set *es, int64_t deadl
 	int w = 1;
 	bool kdone = false;
 	struct g *gp = getg();
+	bool kicked = false;
 	for (;;) {
 		int64_t until;
-		if (kwait_begin(gp, ss, deadline, &until)) {
+		if (kwait_begin(gp, ss, deadline, &until, &kicked)) {
 			struct timespec kts;
 			sets_restore(sets, copy, bytes);
-			r = sys6(SYS_pselect6, nfds, (long)rs, (long)ws, (long)es,
-				 (long)ts_until(until, &kts), 0);
-			kwait_end();
-			if ((kdone = kwait_done(r, deadline)))
+			r = kwait_syscall(SYS_pselect6, nfds, (long)rs, (long)ws, (long)es,
+					  (long)ts_until(until, &kts), 0);
+			kwait_end(&kicked);
+			if ((kdone = kwait_done(r, deadline, kicked)))
 				break;
 			continue;
 		}
+		kicked = false;
 		/* the sets as the caller gave them: an earlier ask or kernel
 		 * wait that found nothing has cleared them */
 		sets_restore(sets, copy, bytes);
@@ -410,14 +411,15 @@ HOOK int pselect(int nfds, fd_set *rs, fd_set *ws, fd_set *es, const struct time
 /* ---- epoll_wait ----------------------------------------------------------------- */
 
 /* epoll_wait in the kernel until the absolute until (-1: none), to the
- * nanosecond where the kernel has epoll_pwait2 (5.11). */
+ * nanosecond where the kernel has epoll_pwait2 (5.11); a kernel wait's
+ * call (kwait_syscall). */
 static long epwait_until(int epfd, struct epoll_event *evs, int max, int64_t until)
 {
 	static _Atomic int nopwait2;
 	if (until >= 0 && !atomic_load_explicit(&nopwait2, memory_order_relaxed)) {
 		struct timespec ts;
-		long r = sys6(SYS_epoll_pwait2, epfd, (long)evs, max, (long)ts_until(until, &ts), 0,
-			      KSIGSET);
+		long r = kwait_syscall(SYS_epoll_pwait2, epfd, (long)evs, max,
+				       (long)ts_until(until, &ts), 0, KSIGSET);
 		if (r != -ENOSYS)
 			return r;
 		atomic_store_explicit(&nopwait2, 1, memory_order_relaxed);
@@ -427,7 +429,7 @@ static long epwait_until(int epfd, struct epoll_event *evs, int max, int64_t unt
 		int64_t left = until - nanotime();
 		ms = left > 0 ? (int)((left + 999999) / 1000000) : 0;
 	}
-	return sys6(SYS_epoll_pwait, epfd, (long)evs, max, ms, 0, KSIGSET);
+	return kwait_syscall(SYS_epoll_pwait, epfd, (long)evs, max, ms, 0, KSIGSET);
 }
 
 /* The program's epoll fd is itself pollable: park on it.  Or, when the
@@ -441,15 +443,17 @@ static long g_epoll(int epfd, struct epoll_event *evs, int max, int64_t deadline
 	int w = 1;
 	bool kdone = false;
 	struct g *gp = getg();
+	bool kicked = false;
 	for (;;) {
 		int64_t until;
-		if (kwait_begin(gp, ss, deadline, &until)) {
+		if (kwait_begin(gp, ss, deadline, &until, &kicked)) {
 			r = epwait_until(epfd, evs, max, until);
-			kwait_end();
-			if ((kdone = kwait_done(r, deadline)))
+			kwait_end(&kicked);
+			if ((kdone = kwait_done(r, deadline, kicked)))
 				break;
 			continue;
 		}
+		kicked = false;
 		s.n = 0;
 		fdset_add(&s, epfd, PD_READ);
 		r = sys6(SYS_epoll_pwait, epfd, (long)evs, max, 0, (long)ss, KSIGSET);

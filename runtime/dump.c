@@ -85,6 +85,8 @@ static void onurg(int sig, siginfo_t *si, void *ucv)
 	int e = errno;
 	struct m *m = getm();
 	struct frozen *f = NULL;
+	/* a kernel wait of this M ends (kwait.c); a kick is not the program's */
+	bool kick = kwait_onsignal(ucv);
 	/* acquire: the slot's m and state were written before n */
 	int32_t n = m ? atomic_load_explicit(&fz.n, memory_order_acquire) : 0;
 	for (int32_t i = 0; i < n; i++) {
@@ -95,7 +97,8 @@ static void onurg(int sig, siginfo_t *si, void *ucv)
 		}
 	}
 	if (!f) {
-		chainurg(sig, si, ucv);
+		if (!kick)
+			chainurg(sig, si, ucv);
 		if (errno != e) /* a scheduler's kept block is a running G's (tls.c) */
 			errno = e;
 		return;

@@ -669,8 +669,10 @@ void handoffp(struct p *pp)
  * of the two sees the other. */
 void wakep(void)
 {
-	if (atomic_load(&sched.npidle) == 0)
+	if (atomic_load(&sched.npidle) == 0) {
+		kwait_wakeone(); /* a P waiting in the kernel can run it */
 		return;
+	}
 	int32_t zero = 0;
 	if (atomic_load(&sched.nmspinning) != 0 ||
 	    !atomic_compare_exchange_strong(&sched.nmspinning, &zero, 1))
@@ -703,6 +705,8 @@ void injectglist(struct g *list)
 	unlock(&sched.lock);
 	for (; n > 0 && atomic_load(&sched.npidle) > 0; n--)
 		startm(NULL, false);
+	if (n > 0)
+		kwait_wakeone();
 }
 
 /* ---- switching ------------------------------------------------------------- */
@@ -1499,26 +1503,33 @@ void entersyscallblock(void)
 		lendp(pp, false); /* known to block long: don't wait for sysmon */
 }
 
-/* See runtime.h.  The P stays ours (P_RUNNING, insyscall), as for any
- * blocking call: a G made runnable meanwhile goes to its readier's P or
- * the global queue, where sysmon sees it wait behind us and lends a P
- * after 20 us; a timer of our P is the caller's own deadline (until). */
-bool entersyscallwait(int64_t *until)
+/* May m wait in the kernel holding pp (after saying KW_WAIT)? */
+static bool entersyscallwait_ok(struct m *m, struct p *pp, int64_t *until)
 {
-	struct m *m = getm();
-	if (!m || !m->curg || m->curg->rtdepth != 0 || !m->p)
-		return false;
-	struct p *pp = m->p;
 	if (!runqempty(pp) || atomic_load(&sched.runqsize) != 0 ||
-	    (atomic_load_explicit(&pp->flags, memory_order_relaxed) & (PF_PREEMPT | PF_LENT)))
+	    (atomic_load_explicit(&pp->flags, memory_order_relaxed) & (PF_PREEMPT | PF_LENT)) ||
+	    atomic_load(&m->curg->intrreq))
 		return false;
 	/* Gs parked on the netpoller need a P that is not waiting in the
 	 * kernel like us: an idle P's M blocks in netpoll, a running one
 	 * polls whenever it looks for work (sysmon polls after 10 ms if
 	 * every P is stuck some other way) */
-	if (atomic_load(&netpollwaiters) > 0 &&
-	    atomic_load(&sched.nkwait) + 1 >= atomic_load(&sched.gomaxprocs))
-		return false;
+	if (atomic_load(&netpollwaiters) > 0) {
+		if (atomic_load(&sched.nkwait) >= atomic_load(&sched.gomaxprocs))
+			return false;
+		/* and none blocks in netpoll (lastpoll != 0) while a P is
+		 * idle: an M that went idle while no G was parked there did
+		 * not stay to watch, and the Gs parked since on a P that then
+		 * waited in the kernel (ours) would wait for sysmon's poll
+		 * every 10 ms (a preloaded memcached's SIGTERM did: sysmon
+		 * slept, and never).  A spinning M takes the idle P, finds
+		 * nothing and blocks in netpoll (findrunnable) */
+		int32_t zero = 0;
+		if (atomic_load(&sched.lastpoll) != 0 && atomic_load(&sched.npidle) > 0 &&
+		    atomic_load(&sched.nmspinning) == 0 &&
+		    atomic_compare_exchange_strong(&sched.nmspinning, &zero, 1))
+			startm(NULL, true);
+	}
 	int64_t t0 = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
 	if (t0) {
 		if (t0 <= nanotime())
@@ -1526,16 +1537,50 @@ bool entersyscallwait(int64_t *until)
 		if (*until < 0 || t0 < *until)
 			*until = t0;
 	}
-	atomic_fetch_add_explicit(&sched.nsyscallwait, 1, memory_order_relaxed);
+	return true;
+}
+
+/* See runtime.h.  The P stays ours (P_RUNNING, insyscall), as for any
+ * blocking call: a G made runnable meanwhile goes to its readier's P or
+ * the global queue, and its readier (or sysmon) asks our wait to end
+ * (kwait.c), so the P runs it; a timer of our P is the caller's own
+ * deadline (until). */
+bool entersyscallwait(int64_t *until)
+{
+	struct m *m = getm();
+	if (!m || !m->curg || m->curg->rtdepth != 0 || !m->p)
+		return false;
+	struct p *pp = m->p;
+	/* say we wait, then look (seq_cst): a G readied meanwhile is seen
+	 * below, or its readier sees KW_WAIT and asks us to end (kwait.c) */
+	atomic_store(&m->kwait, KW_WAIT);
 	atomic_fetch_add(&sched.nkwait, 1);
+	if (!entersyscallwait_ok(m, pp, until)) {
+		atomic_fetch_sub(&sched.nkwait, 1);
+		atomic_store(&m->kwait, KW_NONE);
+		/* sysmon may have taken our KW_WAIT for a quiet P and slept:
+		 * it must watch the G that runs on (as exitsyscallwait) */
+		if (atomic_load(&sched.sysmonwait))
+			sysmon_wake();
+		return false;
+	}
+	atomic_fetch_add_explicit(&sched.nsyscallwait, 1, memory_order_relaxed);
 	entersyscall();
 	return true;
 }
 
-void exitsyscallwait(void)
+bool exitsyscallwait(void)
 {
+	struct m *m = getm();
+	bool stop = atomic_exchange(&m->kwait, KW_NONE) == KW_STOP;
 	atomic_fetch_sub(&sched.nkwait, 1);
 	exitsyscall();
+	/* seq_cst after the exchange: sysmon, asleep for good while every
+	 * P was idle or waiting in the kernel, stored sysmonwait and then
+	 * read our kwait (sysmon.c) */
+	if (atomic_load(&sched.sysmonwait))
+		sysmon_wake();
+	return stop;
 }
 
 void exitsyscall(void)

@@ -250,6 +250,17 @@ struct m {
 	_Atomic uint64_t nsw0g;    /* switches scheduler context -> G */
 	_Atomic int32_t lockwait; /* asleep on a runtime lock (lock.c): sysmon
 	                           * does not take that for a blocked call */
+	/* enum kwstate: this M's G waits for fds in the kernel holding its
+	 * P (entersyscallwait), or has been asked to stop (kwait.c: the
+	 * M's own signal handler and the askers write it; seq_cst) */
+	_Atomic int32_t kwait;
+};
+
+/* m->kwait */
+enum kwstate {
+	KW_NONE, /* not in a kernel wait */
+	KW_WAIT, /* in one (from before its last look at the run queues) */
+	KW_STOP, /* asked to end it (kwait_kick, a runtime signal on the M) */
 };
 
 /* ---- P ---------------------------------------------------------------- */
@@ -328,6 +339,7 @@ struct p {
 	int64_t sm_cpu;           /* the owner M's thread CPU time at sm_cpuwhen */
 	int64_t sm_cpuwhen;       /* when sm_cpu was read, 0: not yet for this G run */
 	int64_t sm_lent;          /* when sysmon last lent a spare for this P */
+	int64_t sm_kick;          /* when sysmon saw this P's kernel wait asked to end (0: not) */
 	/* spares lent for this P beyond the first (PF_LENT): a blocked M's
 	 * Gs whose first spare blocked too; givebackp retires them all */
 	_Atomic int32_t nlent;
@@ -368,6 +380,7 @@ struct sched {
 	_Atomic int64_t ntimersrescued; /* timers fired by a thread not holding their P */
 	_Atomic int32_t nkwait;        /* Gs waiting in the kernel now (entersyscallwait) */
 	_Atomic int64_t nsyscallwait;  /* fd waits made in the kernel on the G's M (entersyscallwait) */
+	_Atomic int64_t nkwaitkick;    /* kernel waits asked to end (kwait_kick) */
 	_Atomic int64_t nnetpoll;      /* epoll waits of the netpoller (any timeout) */
 	_Atomic int64_t nsysmonwake;   /* sysmon rounds (each one sleep) */
 };
@@ -449,8 +462,29 @@ void entersyscallblock(void);
  * lowered to the P's earliest timer: the caller returns from the kernel
  * by then and looks again.  false: park as usual. */
 bool entersyscallwait(int64_t *until);
-/* After the call entersyscallwait allowed (exitsyscall for it). */
-void exitsyscallwait(void);
+/* After the call entersyscallwait allowed (exitsyscall for it): true
+ * if the wait was asked to end (kwait.c: its P is wanted, or a signal
+ * for the G): the caller parks rather than wait in the kernel again. */
+bool exitsyscallwait(void);
+
+/* ---- kwait.c: ending a kernel wait ---- */
+/* The system call of a kernel wait: nr(a..f), or -EINTR at once if the
+ * wait was asked to end already; a kick ends it with -EINTR. */
+long kwait_syscall(long nr, long a, long b, long c, long d, long e, long f);
+/* In a runtime signal handler (SIGURG, the shim's SIGWEFT) on an M: end
+ * the M's kernel wait if it is in one; true if it was asked to end (the
+ * signal was a kick, not someone else's). */
+bool kwait_onsignal(void *uc);
+/* Ask m's kernel wait to end (a signal to its thread); false if m is not
+ * waiting, or was asked already. */
+bool kwait_kick(struct m *m);
+/* A G was readied: if no P is idle and no M spins, end one kernel wait,
+ * whose P then looks for it. */
+void kwait_wakeone(void);
+/* A signal or cancellation for gp: end its kernel wait if it is in one. */
+void kwait_kickg(struct g *gp);
+/* How a kick reaches thread tid: SIGURG; the shim's SIGWEFT. */
+extern void (*rt_kicktid)(int tid);
 
 /* Runtime entry from user code on a G (rt_enter's slow part). */
 void enterruntime(struct m *m);

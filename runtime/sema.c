@@ -136,8 +136,13 @@ bool g_interrupt(struct g *gp)
 	 * our request and does not stay parked) */
 	atomic_store(&gp->intrreq, 1);
 	uint64_t s = atomic_load(&gp->intrseq);
-	if (!s)
+	if (!s) {
+		/* not parked: it may wait in the kernel (seq_cst store of
+		 * intrreq, then kwait_kickg's load of its M's kwait: a Dekker
+		 * pair with entersyscallwait, kwait.c) */
+		kwait_kickg(gp);
 		return false;
+	}
 	uint64_t want = s << 2 | WS_WAIT;
 	if (!atomic_compare_exchange_strong_explicit(&gp->waitstate, &want, s << 2 | WS_INTR,
 						     memory_order_acq_rel, memory_order_relaxed))

@@ -7,7 +7,8 @@
  *     M: an idle P if there is one, else a spare P lent for as long as the
  *     M stays stuck (lendp, proc.c; uncapped for blocked Ms up to
  *     WEFT_MAXTHREADS, capped for hogs); a hog is also asked to yield at
- *     its next runtime call;
+ *     its next runtime call; an M waiting in the kernel for fds
+ *     (entersyscallwait) is asked to end its wait instead (kwait.c);
  *   - fires timers more than 1 ms overdue on a P whose M is stuck;
  *   - polls the network if nobody has for 10 ms;
  *   - prints the schedtrace line (WEFT_DEBUG=schedtrace=<ms>);
@@ -15,7 +16,9 @@
  * It sleeps 20 us between rounds while it finds work or a P sits in a
  * blocking call with Gs waiting behind it; otherwise twice as long each
  * round, up to 10 ms; and outright while every P is idle (acquirep wakes
- * it).  weft_stats().sysmon_wakeups counts its rounds.
+ * it), or after 50 ms in which every P was idle or waiting in the kernel
+ * with nothing behind it and the netpoller watched (the end of such a
+ * wait wakes it too).  weft_stats().sysmon_wakeups counts its rounds.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -36,6 +39,7 @@
 #define POLL_IDLE_NS (10 * 1000 * 1000)
 #define TIMER_LATE_NS (1000 * 1000) /* a P's timer this overdue: sysmon fires it */
 #define SCAVENGE_NS (1000 * 1000 * 1000) /* return free stack chunks about once a second */
+#define QUIET_NS (50 * 1000 * 1000) /* every P idle or in a quiet kernel wait this long: sleep */
 
 static void usleep_ns(int64_t ns)
 {
@@ -126,6 +130,55 @@ static bool inkernel(struct p *pp, int64_t now)
 	return threadstate(tid) == 'S';
 }
 
+/* pp is in a blocking call with Gs waiting behind it: if its M waits in
+ * the kernel (kwait.c), ask it to end; true while that is the answer
+ * (asked, or asked less than 1 ms ago), false for a spare. */
+static bool kwaitstuck(struct p *pp, int64_t now)
+{
+	/* relaxed: its owner writes it (a stale M is not in this P's wait) */
+	struct m *m = __atomic_load_n(&pp->m, __ATOMIC_RELAXED);
+	int32_t kw = m ? atomic_load(&m->kwait) : KW_NONE;
+	if (kw == KW_NONE)
+		return false;
+	if (kw == KW_WAIT && kwait_kick(m)) {
+		pp->sm_kick = now;
+		return true;
+	}
+	if (pp->sm_kick == 0) /* asked by someone else */
+		pp->sm_kick = now;
+	if (now - pp->sm_kick < RELEND_NS)
+		return true;
+	/* lost only if its thread still sleeps in the kernel: one that is
+	 * runnable is on its way out (a loaded machine may not run it for
+	 * a while), and a spare would only add a thread */
+	int tid = atomic_load_explicit(&m->tid, memory_order_relaxed);
+	return tid <= 0 || threadstate(tid) != 'S';
+}
+
+/* Is every P idle, or waiting in the kernel (kwait.c) with nothing
+ * behind it, and the netpoller watched?  Then nothing can be stuck: sysmon may sleep until a P is
+ * acquired or a kernel wait ends (exitsyscallwait wakes it).  seq_cst
+ * loads, after the caller's store of sysmonwait: see exitsyscallwait. */
+static bool allpquiet(void)
+{
+	/* Gs parked on the netpoller and no M blocked in it: sysmon's poll
+	 * every 10 ms is the backstop (entersyscallwait wakes a poller) */
+	if (atomic_load(&sched.runqsize) != 0 ||
+	    (atomic_load(&netpollwaiters) > 0 && atomic_load(&sched.lastpoll) != 0))
+		return false;
+	int32_t n = atomic_load(&nallp);
+	for (int32_t i = 0; i < n; i++) {
+		struct p *pp = allp[i];
+		if (PSTATUS(atomic_load(&pp->state)) == P_IDLE)
+			continue;
+		struct m *m = __atomic_load_n(&pp->m, __ATOMIC_RELAXED);
+		if (!m || atomic_load(&m->kwait) == KW_NONE || !runqempty(pp) ||
+		    atomic_load_explicit(&pp->timer0when, memory_order_relaxed) != 0)
+			return false;
+	}
+	return true;
+}
+
 /* Lend capacity around stuck Ms; returns how many Ps were lent or asked
  * to yield.  *watch: how many Ps sit in a blocking call with Gs waiting
  * behind them, not yet long enough to be handed on (the next round
@@ -176,6 +229,7 @@ static int retake(int64_t now, int *watch)
 			*seen = tick;
 			pp->sm_when = now;
 			pp->sm_cpuwhen = 0;
+			pp->sm_kick = 0;
 			if (insys && (haswork(pp, now) || atomic_load(&sched.runqsize) != 0))
 				(*watch)++;
 			continue;
@@ -184,6 +238,16 @@ static int retake(int64_t now, int *watch)
 			continue; /* nobody waits behind it */
 		if (now - pp->sm_when < SYSCALL_RETAKE_NS) {
 			*watch += insys;
+			continue;
+		}
+		/* a kernel wait (kwait.c) with Gs behind it: asked to end, its
+		 * G parks and the P runs them; no spare P, whose M would be one
+		 * more thread per such P (a readier asks first: this is the
+		 * backstop).  A wait still not ended 1 ms after it was asked
+		 * (its kick lost: a linked program blocking SIGURG on the Ms)
+		 * gets a spare as any blocking call */
+		if (insys && kwaitstuck(pp, now)) {
+			n++;
 			continue;
 		}
 		/* blocked in a call weft does not see: as a blocking call */
@@ -275,9 +339,11 @@ static void schedtrace(int64_t now, int64_t start)
 		n += snprintf(buf + n, sizeof buf - n, "%s%u", i ? " " : "", len);
 	}
 	n += snprintf(buf + n, sizeof buf - n, "]");
-	if (n < (int)sizeof buf - 96)
-		n += snprintf(buf + n, sizeof buf - n, " kernelwaits=%lld netpolls=%lld sysmonwakes=%lld",
+	if (n < (int)sizeof buf - 128)
+		n += snprintf(buf + n, sizeof buf - n,
+			      " kernelwaits=%lld kwaitkicks=%lld netpolls=%lld sysmonwakes=%lld",
 			      (long long)atomic_load(&sched.nsyscallwait),
+			      (long long)atomic_load(&sched.nkwaitkick),
 			      (long long)atomic_load(&sched.nnetpoll),
 			      (long long)atomic_load(&sched.nsysmonwake));
 	/* switches G->G, G->scheduler, scheduler->G and FS base loads,
@@ -302,6 +368,7 @@ static void *sysmon(void *arg)
 	int64_t delay = SYSMON_MIN_NS;
 	int idle = 0;
 	int64_t start = nanotime(), lasttrace = start, lastscavenge = start;
+	int64_t quietsince = 0; /* since when allpquiet (0: not now) */
 	bool scavenge_pending = false;
 	for (;;) {
 		/* 20 us while something is or may be stuck; else twice as
@@ -319,25 +386,38 @@ static void *sysmon(void *arg)
 		atomic_store_explicit(&coarsenow, now, memory_order_relaxed);
 
 		/* everything idle: sleep until a P is acquired (or the next
-		 * trace line is due) */
-		if (allpidle()) {
+		 * trace line is due).  Or every P idle or waiting in the
+		 * kernel with nothing behind it, for QUIET_NS: sleep until a
+		 * P is acquired or a kernel wait ends (not at once: an event
+		 * loop's waits end many times a second, and each end would
+		 * then cost a futex wake) */
+		if (!allpquiet())
+			quietsince = 0;
+		else if (quietsince == 0)
+			quietsince = now;
+		bool quiet = quietsince != 0 && now - quietsince >= QUIET_NS;
+		if (quiet || allpidle()) {
 			lock(&sched.lock);
 			noteclear(&sched.sysmonnote);
 			/* say we wait, then look (seq_cst both, as acquirep
-			 * stores a P's state and then reads sysmonwait): a P
-			 * acquired meanwhile is seen here, or sees us waiting
-			 * and wakes us (acquirep does not take sched.lock) */
+			 * stores a P's state and then reads sysmonwait, and
+			 * exitsyscallwait a kernel wait's end): a P acquired
+			 * meanwhile is seen here, or sees us waiting and wakes
+			 * us (acquirep does not take sched.lock) */
 			atomic_store(&sched.sysmonwait, 1);
-			if (allpidle()) {
+			if (quiet ? allpquiet() : allpidle()) {
 				unlock(&sched.lock);
 				int64_t t = weftenv.schedtrace_ms ? weftenv.schedtrace_ms * 1000000 : -1;
 				if (scavenge_pending && (t < 0 || t > SCAVENGE_NS))
 					t = SCAVENGE_NS;
-				notetsleep(&sched.sysmonnote, t);
+				bool woken = notetsleep(&sched.sysmonnote, t);
 				lock(&sched.lock);
 				atomic_store(&sched.sysmonwait, 0);
 				unlock(&sched.lock);
-				idle = 0;
+				if (woken) { /* something runs: watch it afresh */
+					idle = 0;
+					quietsince = 0;
+				}
 				now = nanotime();
 				atomic_store_explicit(&coarsenow, now, memory_order_relaxed);
 			} else {

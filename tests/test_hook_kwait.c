@@ -240,3 +240,87 @@ G_TEST(hook_kwait, sysmon_backs_off_when_nothing_is_stuck, 30)
 	close(p[1]);
 	return 0;
 }
+
+/* A G readied by a plain OS thread, NROUND times, while the only P waits
+ * in the kernel: each time the readier asks the wait to end (kwait.c),
+ * the waiter parks and its P runs the G.  No spare P is lent for it
+ * (before: sysmon lent one per round, after 20 us; with many such Ps,
+ * one more thread each), and the thread count stays put. */
+#define NROUND 300
+static void pong_n(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < NROUND; i++) {
+		int v;
+		CHECK(weft_chan_recv(ch, &v) == 1);
+		CHECK(write(ping_wr, "z", 1) == 1);
+	}
+}
+
+static void *thread_send_n(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < NROUND; i++)
+		if (weft_chan_send(ch, &i) != 0)
+			return (void *)1;
+	return NULL;
+}
+
+G_TEST(hook_kwait, readied_g_ends_kernel_wait_without_a_spare, 60)
+{
+	(void)argc, (void)argv;
+	int p[2];
+	CHECK(pipe(p) == 0);
+	ping_wr = p[1];
+	ch = weft_chan_make(sizeof(int), 0);
+	weft_go(pong_n, NULL);
+	weft_yield(); /* pong_n parks on the channel */
+	weft_stats_t a, b;
+	stats(&a);
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, thread_send_n, NULL) == 0);
+	for (int i = 0; i < NROUND; i++) {
+		struct pollfd pf = { p[0], POLLIN, 0 };
+		CHECK(poll(&pf, 1, 30000) == 1);
+		char c;
+		CHECK(read(p[0], &c, 1) == 1);
+	}
+	void *r;
+	CHECK(pthread_join(t, &r) == 0 && r == NULL);
+	stats(&b);
+	int64_t lent = b.syscall_handoffs - a.syscall_handoffs;
+	if (b.kernel_waits - a.kernel_waits < NROUND / 4 || lent > NROUND / 10 ||
+	    b.threads > a.threads + 1) {
+		fprintf(stderr, "%d rounds: %lld kernel waits, %lld spares lent, threads %d -> %d\n",
+			NROUND, (long long)(b.kernel_waits - a.kernel_waits), (long long)lent,
+			a.threads, b.threads);
+		CHECK(0);
+	}
+	close(p[0]);
+	close(p[1]);
+	return 0;
+}
+
+/* sysmon while the only P waits in the kernel with nothing behind it,
+ * for a second: after 50 ms of that it sleeps until the wait ends
+ * (before: one round per 10 ms, ~110). */
+G_TEST(hook_kwait, sysmon_sleeps_while_the_p_waits_quietly, 30)
+{
+	(void)argc, (void)argv;
+	int p[2];
+	CHECK(pipe(p) == 0);
+	weft_stats_t a, b;
+	stats(&a);
+	struct pollfd pf = { p[0], POLLIN, 0 };
+	CHECK(poll(&pf, 1, 1000) == 0);
+	stats(&b);
+	int64_t wakes = b.sysmon_wakeups - a.sysmon_wakeups;
+	CHECK(b.kernel_waits > a.kernel_waits);
+	if (wakes >= 40) {
+		fprintf(stderr, "sysmon woke %lld times in 1 s\n", (long long)wakes);
+		CHECK(0);
+	}
+	close(p[0]);
+	close(p[1]);
+	return 0;
+}

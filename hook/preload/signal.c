@@ -182,6 +182,7 @@ static void on_weft(int sig, siginfo_t *si, void *ucv)
 		weftsig = 1;
 	} else {
 		m_mask(&uc->uc_sigmask);
+		(void)kwait_onsignal(uc); /* a kernel wait here ends (runtime/kwait.c) */
 		async_check(uc); /* a G computing here with a signal to run */
 	}
 	/* only if changed: on a scheduler that kept a G's block (runtime/
@@ -213,6 +214,18 @@ void sig_tell(int tid)
 		(void)sys3(SYS_tgkill, getpid(), tid, SIGWEFT);
 }
 #define tell sig_tell
+
+/* A kernel wait's kick (runtime/kwait.c) under the shim: SIGWEFT, whose
+ * handler every M keeps (a program may install its own SIGURG handler,
+ * which would then run on an M).  Without sig_tell's look at the
+ * disposition first (a system call more per kick, and kicks come with
+ * every G readied while no P is idle under load): the case it guards
+ * against, a program that resets every handler by raw system calls, is
+ * a fork child about to exec, with no other M to kick. */
+static void kick(int tid)
+{
+	(void)sys3(SYS_tgkill, getpid(), tid, SIGWEFT);
+}
 
 /* ---- runtime threads ----------------------------------------------------------- */
 
@@ -526,6 +539,7 @@ static int sig_run(void);
 void sig_start(void)
 {
 	install();
+	__atomic_store_n(&rt_kicktid, kick, __ATOMIC_RELAXED);
 	async_init();
 	sigset_t m;
 	REAL(pthread_sigmask)(SIG_SETMASK, NULL, &m);
