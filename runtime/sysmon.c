@@ -334,7 +334,10 @@ static void *sysmon(void *arg)
 		}
 
 		int64_t last = atomic_load(&sched.lastpoll);
-		if (atomic_load(&netpollwaiters) > 0 && last != 0 && last + POLL_IDLE_NS < now &&
+		/* fd waiters, or the clock watch (a wall-clock set ends
+		 * realtime waits early even while every P is busy) */
+		if ((atomic_load(&netpollwaiters) > 0 || netpoll_clockwatched()) && last != 0 &&
+		    last + POLL_IDLE_NS < now &&
 		    atomic_compare_exchange_strong(&sched.lastpoll, &last, now)) {
 			struct g *list = netpoll(0);
 			injectglist(list);
