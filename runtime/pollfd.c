@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -416,8 +417,15 @@ int pd_wait(struct pollreq *r, int n, int64_t deadline, int reason)
 	atomic_fetch_add(&netpollwaiters, 1);
 	atomic_store_explicit(&gp->blocking, 1, memory_order_relaxed); /* deadlock.c */
 	bool woken = waiter_block(&r[0].w, commit, &c, reason, deadline);
-	while (atomic_load_explicit(&c.busy, memory_order_acquire))
-		cpu_relax();
+	/* the commit, on the M we parked from, may still be running; if
+	 * that thread lost its CPU there (a loaded machine), spinning would
+	 * burn our whole time slice: give the CPU up after a little */
+	for (int spin = 0; atomic_load_explicit(&c.busy, memory_order_acquire); spin++) {
+		if (spin < 64)
+			cpu_relax();
+		else
+			sched_yield();
+	}
 	atomic_store_explicit(&gp->blocking, 0, memory_order_relaxed);
 	atomic_fetch_sub(&netpollwaiters, 1);
 	int ret = woken ? 0 : g_interrupted() ? -EINTR : -ETIMEDOUT;

@@ -23,7 +23,7 @@ FUZZ_JOBS ?= 1
 FUZZ_DIR := $(BUILD)/fuzz
 FUZZ_OBJ := $(LIB_OBJ:$(BUILD)/obj/%=$(FUZZ_DIR)/obj/%)
 FUZZ_CFLAGS := -O2 -g $(WARN) -pthread -fno-omit-frame-pointer -std=gnu11 -fPIC \
-	-fvisibility=hidden -Iinclude -Iruntime -fsanitize=fuzzer-no-link
+	-fvisibility=hidden -Iinclude -Iruntime -fsanitize=fuzzer-no-link -fno-sanitize-coverage=trace-cmp
 FUZZ_BIN := $(FUZZ_DIR)/hookdiff
 
 .PHONY: fuzz fuzz-build

@@ -436,9 +436,19 @@ static void pattern(struct run *r, uint8_t *p, size_t n)
  * up to a jiffy, 4 ms here): one per program, so that an execution stays
  * well under a millisecond.  Decided by the program alone, so every run
  * of it decides the same. */
+static int slow_budget = 1; /* HOOKDIFF_SLOW */
+
 static int slow_ok(struct run *r)
 {
-	return r->slow++ < 1;
+	return r->slow++ < slow_budget;
+}
+
+/* A poll/select/epoll that may wait 1 ms: only with a budget of 2 or
+ * more (the socket timeouts come first: they find what the kernel's
+ * blocking path does differently). */
+static int slow_ms(struct run *r)
+{
+	return slow_budget >= 2 && slow_ok(r);
 }
 
 /* ---- the operations ------------------------------------------------------------ */
@@ -690,10 +700,11 @@ static void op_fcntl(struct run *r, int step, const uint8_t *a)
 static const short pev[8] = { POLLIN, POLLOUT, POLLIN | POLLOUT, POLLPRI, POLLRDHUP | POLLIN, 0,
 			      POLLIN | POLLOUT | POLLRDHUP, POLLOUT | POLLPRI };
 /* Timeouts of poll, select, epoll (a[4] & 3): 0; 1 us (ppoll,
- * epoll_pwait2, select); 1 ms (poll, epoll_wait: their unit; the slow
- * budget's, else 0); 0 again (ppoll and epoll_pwait2 with a zero
- * timespec, select with a zero timeval).  A call that times out gives
- * the same answer whatever the timeout: only the cost differs. */
+ * epoll_pwait2, select); 1 ms (poll, epoll_wait: their unit), only
+ * with HOOKDIFF_SLOW=2 or more (else 0: a call that times out gives the
+ * same answer whatever the timeout, only the cost differs, and weft
+ * turns both into the same deadline); 0 again (ppoll and epoll_pwait2
+ * with a zero timespec, select with a zero timeval). */
 enum { TMO_ZERO, TMO_US, TMO_MS, TMO_ZERO2 };
 
 /* ppoll/epoll_pwait2's timespec for the us and zero cases. */
@@ -708,7 +719,7 @@ static void op_poll(struct run *r, int step, const uint8_t *a)
 		p[i] = (struct pollfd){ s->fd >= 0 ? s->fd : s->lastfd, pev[(a[1 + i] >> 4) & 7], 0 };
 	}
 	int m = a[4] & 3;
-	if (m == TMO_MS && !slow_ok(r))
+	if (m == TMO_MS && !slow_ms(r))
 		m = TMO_ZERO;
 	if (m == TMO_US || m == TMO_ZERO2)
 		res(r, step, r->f->ppoll(p, (nfds_t)n, &tmo_ts[m], NULL));
@@ -742,7 +753,7 @@ static void op_select(struct run *r, int step, const uint8_t *a)
 			maxfd = fd;
 	}
 	struct timeval tv = { 0, (a[4] & 3) == TMO_US ? 1 : 0 };
-	if ((a[4] & 3) == TMO_MS && slow_ok(r))
+	if ((a[4] & 3) == TMO_MS && slow_ms(r))
 		tv.tv_usec = 1000;
 	res(r, step, r->f->select(maxfd + 1, &rs, &ws, &es, &tv));
 	for (int i = 0; i < n; i++)
@@ -775,7 +786,7 @@ static void op_epoll(struct run *r, int step, const uint8_t *a)
 	for (int round = 0; round < 1 + (a[5] & 1); round++) {
 		struct epoll_event out[8];
 		int m = a[4] & 3, got;
-		if (m == TMO_MS && !slow_ok(r))
+		if (m == TMO_MS && !slow_ms(r))
 			m = TMO_ZERO;
 		if (m == TMO_US || m == TMO_ZERO2)
 			got = f->epoll_pwait2(ep, out, 8, &tmo_ts[m], NULL);
@@ -1457,6 +1468,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	verbose = getenv("HOOKDIFF_VERBOSE") != NULL;
 	const char *k = getenv("HOOKDIFF_KNOWN");
 	mask_known = !(k && *k == '0');
+	const char *sl = getenv("HOOKDIFF_SLOW");
+	if (sl && *sl)
+		slow_budget = atoi(sl);
 	fddir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fddir < 0)
 		abort();
