@@ -2,41 +2,57 @@
  * hookdiff.c - differential fuzzer for weft's I/O hooks (libFuzzer).
  *
  * A fuzz input decodes to a short program of fd operations (see enum op).
- * The program runs three times in this process:
- *   - twice by two plain threads calling glibc's own functions (found with
- *     dlsym on libc.so.6, so weft's hooks are bypassed altogether);
- *   - once by two green threads calling the hooked names (weft's hooks
- *     are linked into this executable, tests/fuzz/fuzz.mk).
+ * The program runs in this process:
+ *   - by a plain thread calling glibc's own functions (found with dlsym
+ *     on libc.so.6, so weft's hooks are bypassed altogether): the thread
+ *     that calls LLVMFuzzerTestOneInput;
+ *   - by a G calling the hooked names (weft's hooks are linked into this
+ *     executable, tests/fuzz/fuzz.mk), kept across inputs, as is the
+ *     runtime (libFuzzer's persistent mode).
  * Every return value, errno, byte received, poll/select/epoll result and,
- * at the end, the F_GETFL of every fd still open goes into a trace.  The
- * two plain traces must agree (else the input is timing-dependent and is
- * dropped); the weft trace must then agree with them.  A difference is
- * confirmed once more and then abort()s with both traces printed: a
- * finding, saved by libFuzzer as crash-*.
+ * at the end, the F_GETFL of every fd still open goes into a trace.  When
+ * the two traces differ, each run is made once more: if the two libc
+ * runs differ the input is timing-dependent and dropped; if the second
+ * weft run still differs from the second libc run, the fuzzer abort()s
+ * with both traces printed: a finding, saved by libFuzzer as crash-*.
+ * After every input the process must have the fds (below 1024 each
+ * time, all of them every 1024th input) and live Gs it had before: a
+ * leak is a finding too.
  *
- * Determinism.  Operations run one at a time, in program order, each on
- * its task (A or B), handed over with semaphores.  An operation that
+ * Determinism.  Operations run one at a time, in program order, on the
+ * run's coordinator (the operation's task bit is no longer used: which
+ * thread makes a call does not change its answer).  An operation that
  * could block is only made when it cannot hang: the interpreter asks
  * first (poll with timeout 0, FIONREAD, SO_RCVTIMEO/SO_SNDTIMEO) through
  * the same functions under test, and records the answer; one that would
  * block with no timeout is skipped (recorded as such).  The one place two
- * tasks run at once is OP_PAIR: task X makes a blocking call on an fd
- * that is not ready, and after ~0.2 ms the other task does exactly one
- * thing (write <= 1 KiB, shutdown, close, eventfd write, timerfd arm)
- * that makes it ready.  The outcome does not depend on whether X had
- * already blocked.  A blocked call still blocked after 10 s is a finding
- * (a lost wakeup).  Where the kernel itself is not deterministic the
- * program is kept away: no fill-until-EAGAIN on TCP (ACK timing), epoll
- * on TCP level-triggered (an edge can come from a late ACK), a timerfd's
- * expiry count recorded as "at least one".
+ * threads run at once is OP_PAIR: the coordinator makes a blocking call
+ * on an fd that is not ready and a partner (a thread, or a G, kept
+ * across inputs) does exactly one thing (write <= 1 KiB, shutdown,
+ * close, eventfd write, timerfd arm) that makes it ready, once the call
+ * is blocked: the partner watches for it (the thread's state in /proc,
+ * the G's status: tests/fuzz/gstate.c), not a sleep.  The outcome does
+ * not depend on that order; the order makes the park-and-wake path the
+ * one taken.  A blocked call still blocked 10 s after its partner acted
+ * is a finding (a lost wakeup), as is a weft run that takes 20 s.
+ * Timeouts are 1 us where the call takes microseconds (ppoll, select,
+ * epoll_pwait2); a call that waits out a millisecond or more (a socket
+ * timeout, which the kernel rounds up to a jiffy; poll and epoll_wait's
+ * 1 ms with HOOKDIFF_SLOW=2) is allowed once per program, so that an
+ * input runs in well under a millisecond.  Where the kernel itself is not
+ * deterministic the program is kept away: no fill-until-EAGAIN on TCP
+ * (ACK timing), epoll on TCP level-triggered (an edge can come from a
+ * late ACK), a timerfd's expiry count recorded as "at least one", fd
+ * numbers not recorded (weft's own threads open /proc files for a
+ * moment).
  *
  * Known (open) findings (docs/reliability.md) are steered around unless
- * HOOKDIFF_KNOWN=0 (mask_known); none is open now: findings 1, 3, 4, 7
- * and 10, once steered around, are fixed and explored again.
+ * HOOKDIFF_KNOWN=0 (mask_known); none is open now.
  *
  *   build/fuzz/hookdiff CORPUS_DIR tests/fuzz/corpus   (make fuzz)
  *   build/fuzz/hookdiff crash-XXXX                     replay one input
  *   HOOKDIFF_VERBOSE=1 ...                             print every trace
+ *   HOOKDIFF_SLOW=N ...                                N slow calls a program (1)
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -1328,10 +1344,11 @@ static void run_weft(struct run *r, const struct prog *pg)
 	coord.r = r;
 	coord.pg = pg;
 	weft_sem_post(&coord.go);
-	/* the partner catches a blocked call after 10 s; this catches the
-	 * rest (a coordinator that never gets a P again) */
-	if (weft_sem_timedwait(&coord.done, 60LL * 1000000000) != 0) {
-		fprintf(stderr, "hookdiff: FINDING: weft run did not finish in 60 s\n");
+	/* the partner catches a pair's blocked call after 10 s; this any
+	 * other call that hangs (one the interpreter judged would not block),
+	 * or a coordinator that never gets a P again.  A run takes ms. */
+	if (weft_sem_timedwait(&coord.done, 20LL * 1000000000) != 0) {
+		fprintf(stderr, "hookdiff: FINDING: weft run did not finish in 20 s (a call hangs?)\n");
 		weft_dump(NULL);
 		abort();
 	}
