@@ -435,7 +435,22 @@ long io_wait(struct io *io)
 	if (r == -EINTR) /* a socket timeout makes it never restarted (signal(7)) */
 		return hook_eintr(deadline < 0); /* 0: the caller retries its call */
 	if (r == -ETIMEDOUT) {
+		/* A socket read's timeout may win the race with the
+		 * netpoller's first event, a hangup that was there all along:
+		 * a datagram socket shut for reading answers a blocking read
+		 * with 0 at once, timeout or not (fuzzer finding 13, a 1 us
+		 * SO_RCVTIMEO).  If poll says so now, that is the event: try
+		 * once more (try_hup makes the call).  Once per call: the
+		 * deadline has passed, a second timeout is the answer. */
+		bool again = !io->expired && io->r.mask == PD_READ && (io->kind & PD_SOCK);
 		io->expired = true;
+		if (again) {
+			struct pollfd p = { io->fd, POLLRDHUP, 0 };
+			if (sys3(SYS_poll, &p, 1, 0) == 1 && (p.revents & POLLRDHUP)) {
+				atomic_fetch_or(&io->r.d->flags, PD_NODRAIN);
+				return 0;
+			}
+		}
 		return -EAGAIN;
 	}
 	return r;

@@ -230,6 +230,30 @@ FIXED_TEST(dgram_read_after_shutdown_rd)
 	return 0;
 }
 
+/* Finding 13 (session 5, the faster fuzzer's 1 us timeouts): with
+ * SO_RCVTIMEO set, the read waited for the netpoller's first event on
+ * the socket - the hangup that makes the fix above apply - and a short
+ * timeout came first: EAGAIN instead of 0.  Fresh sockets each round:
+ * the hangup must not be known beforehand. */
+FIXED_TEST(dgram_read_after_shutdown_rd_with_timeout)
+{
+	(void)argc, (void)argv;
+	for (int i = 0; i < 20; i++) {
+		int sv[2];
+		CHECK(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) == 0);
+		CHECK(shutdown(sv[0], SHUT_RD) == 0);
+		struct timeval tv = { 0, 1 };
+		CHECK(setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
+		char buf[16];
+		CHECK(recvfrom(sv[0], buf, sizeof buf, 0, NULL, NULL) == 0);
+		CHECK(read(sv[0], buf, sizeof buf) == 0);
+		CHECK(recv(sv[0], buf, sizeof buf, 0) == 0);
+		close(sv[0]);
+		close(sv[1]);
+	}
+	return 0;
+}
+
 /* The same when the G parked before the shutdown (made by another G). */
 static void shut_rd_later(void *arg)
 {
