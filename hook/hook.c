@@ -409,6 +409,17 @@ static int64_t io_deadline(struct io *io)
 {
 	if (io->deadline == INT64_MIN) {
 		struct pd *d = io->r.d;
+		uint32_t gen = atomic_load_explicit(&pd_timeogen, memory_order_acquire);
+		if ((io->kind & PD_SOCK) &&
+		    atomic_load_explicit(&d->timeogen, memory_order_relaxed) != gen) {
+			/* a timeout set since (perhaps through a dup), or a new
+			 * file's (an accepted socket inherits its listener's) */
+			atomic_store_explicit(&d->rtimeo, pd_sockopt_ns(io->fd, SO_RCVTIMEO),
+					      memory_order_relaxed);
+			atomic_store_explicit(&d->wtimeo, pd_sockopt_ns(io->fd, SO_SNDTIMEO),
+					      memory_order_relaxed);
+			atomic_store_explicit(&d->timeogen, gen, memory_order_relaxed);
+		}
 		int64_t t = atomic_load_explicit(io->r.mask == PD_READ ? &d->rtimeo : &d->wtimeo,
 						 memory_order_relaxed);
 		io->deadline = t > 0 ? nanotime() + t : -1;

@@ -254,6 +254,33 @@ FIXED_TEST(dgram_read_after_shutdown_rd_with_timeout)
 	return 0;
 }
 
+/* Finding 14 (session 5): SO_RCVTIMEO belongs to the socket, shared by
+ * its dups; weft kept it per fd number, so a timeout set through a dup
+ * did not end a read on the original: it waited forever.  Now every
+ * timeout set makes the others' records stale (pd_timeogen). */
+FIXED_TEST(socket_timeout_set_through_dup)
+{
+	(void)argc, (void)argv;
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) == 0);
+	char b[8];
+	CHECK(recv(sv[0], b, sizeof b, MSG_DONTWAIT) == -1 && err() == EAGAIN); /* known */
+	int d = dup(sv[0]);
+	struct timeval tv = { 0, 1000 };
+	CHECK(setsockopt(d, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
+	CHECK(recv(sv[0], b, sizeof b, 0) == -1 && err() == EAGAIN); /* at the timeout */
+	CHECK(read(sv[0], b, sizeof b) == -1 && err() == EAGAIN);
+	/* and cleared through the original: the dup's read waits for data */
+	struct timeval none = { 0, 0 };
+	CHECK(setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none) == 0);
+	weft_go(write_after, &sv[1]);
+	CHECK(read(d, b, sizeof b) == 1 && b[0] == 'y');
+	close(d);
+	close(sv[0]);
+	close(sv[1]);
+	return 0;
+}
+
 /* The same when the G parked before the shutdown (made by another G). */
 static void shut_rd_later(void *arg)
 {
