@@ -152,6 +152,8 @@ static inline bool ts_ok(const struct timespec *ts)
  * WEFT_DEBUG=clockset test knob). */
 static inline int64_t ts_until(clockid_t clk, const struct timespec *abstime)
 {
+	if (abstime->tv_sec >= INT64_MAX / NS_PER_S - 1)
+		return INT64_MAX / 2; /* "never" (the product would overflow) */
 	if (clk == CLOCK_REALTIME)
 		return (int64_t)abstime->tv_sec * NS_PER_S + abstime->tv_nsec - rt_realtime();
 	struct timespec now;
