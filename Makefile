@@ -71,7 +71,7 @@ HOOK_SRC := $(wildcard hook/*.c)
 ARCH_SRC := arch/x86_64/switch.S
 LIB_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o) $(HOOK_SRC:%.c=$(BUILD)/obj/%.o) \
 	$(ARCH_SRC:%.S=$(BUILD)/obj/%.o)
-HDRS := include/weft.h $(wildcard runtime/*.h) $(wildcard hook/*.h) arch/ctx.h $(wildcard arch/x86_64/*.h)
+HDRS := include/weft.h $(wildcard runtime/*.h) $(wildcard hook/*.h) $(wildcard hook/preload/*.h) arch/ctx.h $(wildcard arch/x86_64/*.h)
 
 LIBS := -ldl
 # The shim alone: -fini= names no function, so it gets no DT_FINI, whose

@@ -27,39 +27,15 @@ perf=
 if command -v perf >/dev/null && perf stat -e raw_syscalls:sys_enter -- true >/dev/null 2>&1; then
 	perf=perf
 fi
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-mkdir -p "$dir/htdocs"
-head -c 1024 /dev/urandom | base64 >"$dir/htdocs/index.html"
-chown -R www-data "$dir"
-mods=/usr/lib/apache2/modules
-cat >"$dir/httpd.conf" <<CONF
-ServerRoot $dir
-PidFile $dir/httpd.pid
-Listen 127.0.0.1:$port
-LoadModule mpm_worker_module $mods/mod_mpm_worker.so
-LoadModule authz_core_module $mods/mod_authz_core.so
-LoadModule dir_module $mods/mod_dir.so
-LoadModule mime_module $mods/mod_mime.so
-TypesConfig /etc/mime.types
-ServerName localhost
-User www-data
-Group www-data
-DocumentRoot $dir/htdocs
-ErrorLog $dir/error.log
-Mutex file:$dir default
-<Directory $dir/htdocs>
-  Require all granted
-</Directory>
-StartServers 4
+. "$(dirname "$0")/apache-lib.sh"
+apache_setup "$port" 1024 'StartServers 4
 ServerLimit 4
 ThreadLimit 25
 ThreadsPerChild 25
 MinSpareThreads 25
 MaxSpareThreads 100
 MaxRequestWorkers 100
-KeepAlive Off
-CONF
+KeepAlive Off'
 
 up() {
 	for _ in $(seq 200); do

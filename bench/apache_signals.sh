@@ -14,39 +14,15 @@
 # exit" (apache's own complaint when children ignore SIGTERM).
 set -u
 port=${PORT:-8089}
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-mkdir -p "$dir/htdocs"
-head -c 4096 /dev/urandom | base64 >"$dir/htdocs/index.html"
-chown -R www-data "$dir"
-mods=/usr/lib/apache2/modules
-cat >"$dir/httpd.conf" <<CONF
-ServerRoot $dir
-PidFile $dir/httpd.pid
-Listen 127.0.0.1:$port
-LoadModule mpm_worker_module $mods/mod_mpm_worker.so
-LoadModule authz_core_module $mods/mod_authz_core.so
-LoadModule dir_module $mods/mod_dir.so
-LoadModule mime_module $mods/mod_mime.so
-TypesConfig /etc/mime.types
-ServerName localhost
-User www-data
-Group www-data
-DocumentRoot $dir/htdocs
-ErrorLog $dir/error.log
-Mutex file:$dir default
-<Directory $dir/htdocs>
-  Require all granted
-</Directory>
-StartServers 10
+. "$(dirname "$0")/apache-lib.sh"
+apache_setup "$port" 4096 'StartServers 10
 ServerLimit 10
 ThreadLimit 100
 ThreadsPerChild 100
 MinSpareThreads 100
 MaxSpareThreads 1000
 MaxRequestWorkers 1000
-KeepAlive On
-CONF
+KeepAlive On'
 
 up() {
 	for _ in $(seq 100); do

@@ -446,6 +446,10 @@ HOOK int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
 	int r = REAL(setsockopt)(fd, level, name, val, len);
 	struct pd *d;
+	bool timeo = level == SOL_SOCKET && (name == SO_RCVTIMEO || name == SO_RCVTIMEO_NEW ||
+					     name == SO_SNDTIMEO || name == SO_SNDTIMEO_NEW);
+	if (r == 0 && timeo && rt_started()) /* every dup's record is stale (netpoll.h) */
+		atomic_fetch_add_explicit(&pd_timeogen, 1, memory_order_acq_rel);
 	if (r != 0 || !rt_started() || !(d = pd_lookup(fd)) || !(fdflags(d) & PD_KNOWN))
 		return r; /* an unknown fd reads its timeouts at first use */
 	if (level == SOL_SOCKET && (name == SO_RCVTIMEO || name == SO_RCVTIMEO_NEW))

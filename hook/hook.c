@@ -409,6 +409,17 @@ static int64_t io_deadline(struct io *io)
 {
 	if (io->deadline == INT64_MIN) {
 		struct pd *d = io->r.d;
+		uint32_t gen = atomic_load_explicit(&pd_timeogen, memory_order_acquire);
+		if ((io->kind & PD_SOCK) &&
+		    atomic_load_explicit(&d->timeogen, memory_order_relaxed) != gen) {
+			/* a timeout set since (perhaps through a dup), or a new
+			 * file's (an accepted socket inherits its listener's) */
+			atomic_store_explicit(&d->rtimeo, pd_sockopt_ns(io->fd, SO_RCVTIMEO),
+					      memory_order_relaxed);
+			atomic_store_explicit(&d->wtimeo, pd_sockopt_ns(io->fd, SO_SNDTIMEO),
+					      memory_order_relaxed);
+			atomic_store_explicit(&d->timeogen, gen, memory_order_relaxed);
+		}
 		int64_t t = atomic_load_explicit(io->r.mask == PD_READ ? &d->rtimeo : &d->wtimeo,
 						 memory_order_relaxed);
 		io->deadline = t > 0 ? nanotime() + t : -1;
@@ -435,7 +446,22 @@ long io_wait(struct io *io)
 	if (r == -EINTR) /* a socket timeout makes it never restarted (signal(7)) */
 		return hook_eintr(deadline < 0); /* 0: the caller retries its call */
 	if (r == -ETIMEDOUT) {
+		/* A socket read's timeout may win the race with the
+		 * netpoller's first event, a hangup that was there all along:
+		 * a datagram socket shut for reading answers a blocking read
+		 * with 0 at once, timeout or not (fuzzer finding 13, a 1 us
+		 * SO_RCVTIMEO).  If poll says so now, that is the event: try
+		 * once more (try_hup makes the call).  Once per call: the
+		 * deadline has passed, a second timeout is the answer. */
+		bool again = !io->expired && io->r.mask == PD_READ && (io->kind & PD_SOCK);
 		io->expired = true;
+		if (again) {
+			struct pollfd p = { io->fd, POLLRDHUP, 0 };
+			if (sys3(SYS_poll, &p, 1, 0) == 1 && (p.revents & POLLRDHUP)) {
+				atomic_fetch_or(&io->r.d->flags, PD_NODRAIN);
+				return 0;
+			}
+		}
 		return -EAGAIN;
 	}
 	return r;

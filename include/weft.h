@@ -269,8 +269,20 @@ typedef struct weft_stats {
 	int64_t sysmon_wakeups;    /* rounds of the system monitor (each a sleep) */
 } weft_stats_t;
 
-/* Fill *st.  0, or -1 with EINVAL for NULL. */
+/* Fill *st.  0, or -1 with EINVAL for NULL.
+ *
+ * weft_stats(st) is a macro: it passes the size of the weft_stats_t the
+ * program was compiled with, so the library writes only what the
+ * program's struct holds and a program keeps working with a later
+ * library whose struct has grown (fields are only ever added at the
+ * end).  weft_stats_sized: size below the first version's (the fields
+ * up to timers_rescued, 64 bytes) is EINVAL; fields a size names that
+ * this library does not know are zeroed.  The function weft_stats
+ * itself (what binaries built before the macro call, and &weft_stats)
+ * writes the first version's fields only (docs/api.md). */
+WEFT_API int weft_stats_sized(weft_stats_t *st, size_t size);
 WEFT_API int weft_stats(weft_stats_t *st);
+#define weft_stats(st) weft_stats_sized((st), sizeof(weft_stats_t))
 
 /* Print every G with its state, wait reason and backtrace (function,
  * file:line where debug info exists) to out (NULL: stderr), as Go's

@@ -153,6 +153,7 @@ void runtime_afterfork_child(void)
 	(void)sys3(SYS_close, netpoll_epfd, 0, 0);
 	(void)sys3(SYS_close, netpoll_breakfd, 0, 0);
 	netpollinit();
+	netpoll_clockfork();
 	/* a break may have been pending: make it real, so the next poll
 	 * clears the flag that says so */
 	uint64_t one = 1;

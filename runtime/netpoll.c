@@ -16,6 +16,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
+#include <sys/timerfd.h>
 #include <time.h>
 
 #include "runtime.h"
@@ -27,6 +28,17 @@ static _Atomic int32_t breaking;  /* a break is pending */
 _Atomic int32_t netpollwaiters;   /* Gs parked on fds */
 
 #define BREAK_TAG UINT64_MAX
+#define CLOCK_TAG (UINT64_MAX - 1)
+
+/* The clock watch (runtime.h): a timerfd on CLOCK_REALTIME armed, with
+ * TFD_TIMER_CANCEL_ON_SET, at a time that never comes; the kernel makes
+ * it readable, and its read fail with ECANCELED, whenever the wall clock
+ * is set (clock_settime, settimeofday, adjtimex's steps; not the slewing
+ * of adjtime/NTP, which moves both clocks alike).  The idea is systemd's
+ * (sd-event's clock-change watch); Go has no wall-clock deadlines. */
+static int clockfd = -1;
+enum { CW_NONE, CW_MAKING, CW_MADE, CW_FAILED };
+static _Atomic int clockstate; /* CW_*: made once, by the first caller */
 
 /* Move one of the runtime's own fds (close-on-exec) out of the
  * program's way, near the top of RLIMIT_NOFILE.  Programs count on low
@@ -66,6 +78,86 @@ void netpollinit(void)
 bool netpollinited(void)
 {
 	return netpoll_epfd >= 0;
+}
+
+static long clockarm(void)
+{
+	/* 2^40 s after the epoch: never; only the cancellation matters */
+	struct itimerspec it = { { 0, 0 }, { (time_t)1 << 40, 0 } };
+	return sys4(SYS_timerfd_settime, clockfd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &it,
+		    NULL);
+}
+
+bool netpoll_watchclock(void)
+{
+	int st = atomic_load_explicit(&clockstate, memory_order_acquire);
+	if (st == CW_MADE)
+		return true;
+	if (st == CW_FAILED)
+		return false;
+	int none = CW_NONE;
+	if (!atomic_compare_exchange_strong(&clockstate, &none, CW_MAKING)) {
+		/* another thread is making it: a moment's wait */
+		while ((st = atomic_load(&clockstate)) == CW_MAKING)
+			sched_yield();
+		return st == CW_MADE;
+	}
+	long fd = sys3(SYS_timerfd_create, CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK, 0);
+	long r = fd;
+	if (fd >= 0) {
+		clockfd = rt_fdhigh((int)fd);
+		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = CLOCK_TAG };
+		r = clockarm();
+		if (r == 0)
+			r = sys4(SYS_epoll_ctl, netpoll_epfd, EPOLL_CTL_ADD, clockfd, &ev);
+		if (r != 0) {
+			(void)sys3(SYS_close, clockfd, 0, 0);
+			clockfd = -1;
+		}
+	}
+	if (r != 0) {
+		warn("cannot watch the wall clock (%s): a pthread_cond_timedwait, sem_timedwait... "
+		     "deadline on CLOCK_REALTIME is a duration from when the wait begins",
+		     strerror((int)-r));
+		atomic_store(&clockstate, CW_FAILED);
+		return false;
+	}
+	/* release: clockfd is set before anyone reads CW_MADE */
+	atomic_store_explicit(&clockstate, CW_MADE, memory_order_release);
+	return true;
+}
+
+bool netpoll_clockwatched(void)
+{
+	return atomic_load_explicit(&clockstate, memory_order_relaxed) == CW_MADE;
+}
+
+void netpoll_clockfork(void)
+{
+	/* the parent's timerfd is shared with it; the new epoll instance
+	 * gets a watch of its own at the child's next realtime deadline */
+	if (atomic_load(&clockstate) == CW_MADE)
+		(void)sys3(SYS_close, clockfd, 0, 0);
+	clockfd = -1;
+	atomic_store(&clockstate, CW_NONE);
+}
+
+/* The clock watch is readable: ECANCELED means the wall clock was set.
+ * Several Ms may poll at once; one reads the cancellation, the others
+ * EAGAIN. */
+static void clockevent(void)
+{
+	uint64_t v;
+	long r = sys3(SYS_read, clockfd, &v, sizeof v);
+	if (r == -ECANCELED) {
+		int64_t skew = weftenv.clockset_ns;
+		if (skew)
+			atomic_fetch_add(&rtskew, skew);
+		(void)clockarm();
+		timers_clockset();
+	} else if (r == sizeof v) {
+		(void)clockarm(); /* the year 36812 came */
+	}
 }
 
 /* Wake the M blocked in netpoll, if any.  One pending write is enough. */
@@ -116,6 +208,10 @@ struct g *netpoll(int64_t delay)
 	long n = epwait(evs, 128, delay);
 	for (long i = 0; i < n; i++) {
 		uint64_t tag = evs[i].data.u64;
+		if (tag == CLOCK_TAG) {
+			clockevent();
+			continue;
+		}
 		if (tag == BREAK_TAG) {
 			uint64_t v;
 			(void)sys3(SYS_read, netpoll_breakfd, &v, sizeof v);

@@ -69,6 +69,7 @@ struct pd {
 	_Atomic uint32_t nbgen;   /* pd_nbgen when PD_USERNB was last seen true */
 	_Atomic int64_t rtimeo;   /* SO_RCVTIMEO in ns, 0 none */
 	_Atomic int64_t wtimeo;   /* SO_SNDTIMEO in ns, 0 none */
+	_Atomic uint32_t timeogen; /* pd_timeogen when rtimeo/wtimeo were read, 0 never */
 	struct waitq waiters;     /* parked Gs, FIFO; waiter.ticket = PD_READ|PD_WRITE wanted */
 } __attribute__((aligned(64)));
 
@@ -78,6 +79,14 @@ struct pd {
  * bumps pd_nbgen (hook/fd.c), so a hint older than the last change is
  * asked of the kernel (F_GETFL) again before it is used. */
 extern _Atomic uint32_t pd_nbgen;
+
+/* SO_RCVTIMEO/SO_SNDTIMEO belong to the socket too, shared by its dups:
+ * rtimeo/wtimeo are good while d->timeogen == pd_timeogen, which every
+ * timeout the program sets bumps (hook/fd.c); a stale pair is read from
+ * the kernel again (pd_sockopt_ns) before a wait uses it (fuzzer finding
+ * 14: a timeout set through a dup, a wait on the original forever). */
+extern _Atomic uint32_t pd_timeogen;
+int64_t pd_sockopt_ns(int fd, int name); /* SO_RCVTIMEO/SO_SNDTIMEO in ns, 0 none */
 
 /* The descriptor of fd: pd_lookup never allocates (NULL if there is none
  * yet), pd_get makes its chunk.  NULL for a negative or huge fd. */

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -34,6 +35,7 @@
 static struct pd *_Atomic pdtab[NCHUNKS];
 
 _Atomic uint32_t pd_nbgen = 1; /* 0 is never current: a fresh descriptor's nbgen */
+_Atomic uint32_t pd_timeogen = 1; /* likewise for timeogen */
 
 struct pd *pd_lookup(int fd)
 {
@@ -202,6 +204,7 @@ static void reset(int fd, uint32_t flags, int64_t rtimeo, int64_t wtimeo, uint32
 	newfile_locked(d, flags, &list);
 	atomic_store_explicit(&d->rtimeo, rtimeo, memory_order_relaxed);
 	atomic_store_explicit(&d->wtimeo, wtimeo, memory_order_relaxed);
+	atomic_store_explicit(&d->timeogen, 0, memory_order_relaxed); /* asked at the first wait */
 	atomic_store_explicit(&d->nbgen, nbgen, memory_order_relaxed);
 	unlock(&d->lock);
 	readylist(list);
@@ -295,7 +298,7 @@ int pd_register(struct pd *d, int fd)
 	return r;
 }
 
-static int64_t sockopt_ns(int fd, int name)
+int64_t pd_sockopt_ns(int fd, int name)
 {
 	struct timeval tv = { 0, 0 };
 	socklen_t len = sizeof tv;
@@ -312,8 +315,11 @@ static uint32_t probe(struct pd *d, int fd, long fl)
 	socklen_t len = sizeof proto;
 	long r = sys5(SYS_getsockopt, fd, SOL_SOCKET, SO_PROTOCOL, &proto, &len);
 	if (r == 0) {
-		atomic_store_explicit(&d->rtimeo, sockopt_ns(fd, SO_RCVTIMEO), memory_order_relaxed);
-		atomic_store_explicit(&d->wtimeo, sockopt_ns(fd, SO_SNDTIMEO), memory_order_relaxed);
+		/* the generation first: a timeout set after it is read again */
+		uint32_t gen = atomic_load_explicit(&pd_timeogen, memory_order_acquire);
+		atomic_store_explicit(&d->rtimeo, pd_sockopt_ns(fd, SO_RCVTIMEO), memory_order_relaxed);
+		atomic_store_explicit(&d->wtimeo, pd_sockopt_ns(fd, SO_SNDTIMEO), memory_order_relaxed);
+		atomic_store_explicit(&d->timeogen, gen, memory_order_relaxed);
 		return PD_SOCK | (proto == IPPROTO_TCP ? PD_DRAINOK : 0);
 	}
 	/* anything else: RWF_NOWAIT until the kernel says EOPNOTSUPP */
@@ -416,8 +422,15 @@ int pd_wait(struct pollreq *r, int n, int64_t deadline, int reason)
 	atomic_fetch_add(&netpollwaiters, 1);
 	atomic_store_explicit(&gp->blocking, 1, memory_order_relaxed); /* deadlock.c */
 	bool woken = waiter_block(&r[0].w, commit, &c, reason, deadline);
-	while (atomic_load_explicit(&c.busy, memory_order_acquire))
-		cpu_relax();
+	/* the commit, on the M we parked from, may still be running; if
+	 * that thread lost its CPU there (a loaded machine), spinning would
+	 * burn our whole time slice: give the CPU up after a little */
+	for (int spin = 0; atomic_load_explicit(&c.busy, memory_order_acquire); spin++) {
+		if (spin < 64)
+			cpu_relax();
+		else
+			sched_yield();
+	}
 	atomic_store_explicit(&gp->blocking, 0, memory_order_relaxed);
 	atomic_fetch_sub(&netpollwaiters, 1);
 	int ret = woken ? 0 : g_interrupted() ? -EINTR : -ETIMEDOUT;

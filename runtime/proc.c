@@ -1153,6 +1153,7 @@ static void gprepare(struct g *gp, struct p *pp, const char *name)
 	atomic_store_explicit(&gp->blocking, 0, memory_order_relaxed);
 	gp->tls = NULL;
 	gp->introk = false;
+	gp->rtdeadline = 0;
 	atomic_store_explicit(&gp->intrreq, 0, memory_order_relaxed);
 	gp->sigon = false;
 	atomic_store_explicit(&gp->sigpend, 0, memory_order_relaxed);

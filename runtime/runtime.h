@@ -171,6 +171,9 @@ struct g {
 	 * intrreq then loads intrseq, the parking G stores intrseq then
 	 * loads intrreq (all seq_cst), so one of them sees the other. */
 	bool introk;              /* the waits this G starts now may be interrupted */
+	int64_t rtdeadline;       /* its next timed wait's deadline on CLOCK_REALTIME, 0 none
+	                           * (g_rtdeadline); the G's own */
+	uint64_t rtgen;           /* clockgen when rtdeadline was set */
 	_Atomic uint64_t intrseq; /* seq of the interruptible wait it is parked in, 0 none */
 	_Atomic uint32_t intrreq; /* an interruption asked for, not yet taken (g_intr_take) */
 	/* Signals of a G (the preload shim's; bits are signals 1..64) */
@@ -559,6 +562,9 @@ void checkdead_thread(void) __attribute__((weak));
 
 struct timer {
 	int64_t when;              /* nanotime at which to fire */
+	int64_t rtwhen;            /* the deadline on CLOCK_REALTIME (rt_realtime ns) that
+	                            * when stands for, 0: a monotonic timer.  Read and
+	                            * written under the heap's timerslock once queued */
 	void (*f)(void *arg, uintptr_t seq); /* runs on an M with a P, without locks held */
 	void *arg;
 	uintptr_t seq;
@@ -577,6 +583,22 @@ int64_t movetimers(struct p *pp, struct p *to);
 int64_t earliest_timer(void);            /* min over all Ps, 0 if none */
 void wakenetpoller(int64_t when);
 
+/* Deadlines on CLOCK_REALTIME (the shim's pthread_cond_timedwait,
+ * sem_timedwait, pthread_timedjoin_np...).  A wait is turned into a
+ * timer on the monotonic clock; when the kernel says the wall clock was
+ * set (netpoll.c's clock watch), every timer with an rtwhen is placed
+ * again from its wall-clock deadline (timers_clockset), so a jump
+ * forward ends such waits at once and a jump back makes them longer,
+ * as glibc's futex waits on CLOCK_REALTIME do.  docs/design.md. */
+int64_t rt_realtime(void);   /* CLOCK_REALTIME in ns, + WEFT_DEBUG=clockset skew */
+/* The next timed wait of the running G (not a plain thread) ends at
+ * wall-clock time rtns: call before reading the clock for its duration,
+ * 0 after the wait.  Makes the clock watch on first use. */
+void g_rtdeadline(int64_t rtns);
+void timers_clockset(void);  /* re-place every realtime timer (clock set) */
+extern _Atomic uint64_t clockgen; /* clock sets seen (timers_clockset runs) */
+extern _Atomic int64_t rtskew;    /* WEFT_DEBUG=clockset: added to CLOCK_REALTIME */
+
 /* ---- netpoll.c ---------------------------------------------------------- */
 
 int64_t gcount(void); /* live Gs: sched.ngs plus every P's ngs */
@@ -586,6 +608,14 @@ struct g *netpoll(int64_t delay);        /* Gs made ready; delay <0 block, 0 pol
 void netpollbreak(void);
 bool netpollinited(void);
 extern _Atomic int32_t netpollwaiters;   /* Gs parked on fds */
+/* The clock watch: a timerfd on CLOCK_REALTIME armed with
+ * TFD_TIMER_CANCEL_ON_SET in the epoll set, made on the first realtime
+ * deadline; netpoll runs timers_clockset when it reports a clock set.
+ * false if it could not be made (realtime deadlines then act as
+ * durations, as before). */
+bool netpoll_watchclock(void);
+bool netpoll_clockwatched(void);         /* made: sysmon polls even with no fd waiter */
+void netpoll_clockfork(void);            /* fork child: a new epoll instance, watch again */
 
 /* ---- sysmon.c ----------------------------------------------------------- */
 
@@ -699,6 +729,8 @@ struct weftenv {
 	size_t stacksize;      /* WEFT_STACK_SIZE */
 	int stackkind;         /* WEFT_STACK: guarded/segmented */
 	int64_t schedtrace_ms; /* WEFT_DEBUG=schedtrace=N */
+	int64_t clockset_ns;   /* WEFT_DEBUG=clockset=<s>: rt_realtime moves this much
+	                        * further at each clock set the kernel reports (tests) */
 	bool sigquit_continue; /* WEFT_DEBUG=sigquit=continue */
 	int tls;               /* WEFT_TLS: -1 unset, 0 shared, 1 thread */
 	int maxthreads;        /* WEFT_MAXTHREADS: OS threads weft may have (default 10000) */

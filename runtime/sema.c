@@ -126,7 +126,9 @@ struct parkctx {
 	void (*unlockf)(void *);
 	void *arg;
 	int64_t deadline;
-	bool intr; /* interruptible */
+	int64_t rtwhen; /* deadline is this time on CLOCK_REALTIME, 0: monotonic */
+	uint64_t rtgen; /* clockgen when the caller read the wall clock */
+	bool intr;      /* interruptible */
 };
 
 bool g_interrupt(struct g *gp)
@@ -185,7 +187,12 @@ static bool waiter_commit(struct g *gp, void *arg)
 		t->f = waiter_timeout;
 		t->arg = gp;
 		t->seq = (uintptr_t)seq;
+		t->rtwhen = pc.rtwhen;
 		addtimer(t);
+		/* seq_cst load after the queueing (timers_clockset): a clock
+		 * set since the caller read the wall clock may have missed it */
+		if (pc.rtwhen && atomic_load(&clockgen) != pc.rtgen)
+			timers_clockset();
 	}
 	bool stay = true;
 	if (pc.intr) {
@@ -226,8 +233,14 @@ bool waiter_block(struct waiter *w, void (*unlockf)(void *), void *arg, int reas
 				fatal("out of memory allocating a timer");
 			gp->timer->idx = -1;
 		}
-		struct parkctx pc = { unlockf, arg, deadline, gp->introk };
+		struct parkctx pc = { unlockf, arg, deadline, 0, 0, gp->introk };
 		gp->introk = false; /* one wait per request: never the relock after it */
+		if (deadline >= 0 && gp->rtdeadline) {
+			/* one timed wait per g_rtdeadline, as introk */
+			pc.rtwhen = gp->rtdeadline;
+			pc.rtgen = gp->rtgen;
+			gp->rtdeadline = 0;
+		}
 		gp->waiting = w;
 		gopark(waiter_commit, &pc, reason);
 		gp->waiting = NULL;

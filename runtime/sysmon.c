@@ -427,7 +427,10 @@ static void *sysmon(void *arg)
 		}
 
 		int64_t last = atomic_load(&sched.lastpoll);
-		if (atomic_load(&netpollwaiters) > 0 && last != 0 && last + POLL_IDLE_NS < now &&
+		/* fd waiters, or the clock watch (a wall-clock set ends
+		 * realtime waits early even while every P is busy) */
+		if ((atomic_load(&netpollwaiters) > 0 || netpoll_clockwatched()) && last != 0 &&
+		    last + POLL_IDLE_NS < now &&
 		    atomic_compare_exchange_strong(&sched.lastpoll, &last, now)) {
 			struct g *list = netpoll(0);
 			injectglist(list);
@@ -449,12 +452,14 @@ static void *sysmon(void *arg)
 	return NULL;
 }
 
-int weft_stats(weft_stats_t *st)
+/* The size of weft_stats_t as first published (up to timers_rescued):
+ * what binaries built before weft_stats_sized existed pass, through the
+ * plain symbol weft_stats.  Fields are only ever added after it. */
+#define STATS_V1_SIZE offsetof(weft_stats_t, kernel_waits)
+_Static_assert(STATS_V1_SIZE == 64, "weft_stats_t's first fields moved: the ABI broke");
+
+static void stats_fill(weft_stats_t *st)
 {
-	if (!st) {
-		errno = EINVAL;
-		return -1;
-	}
 	runtime_ensure();
 	lock(&sched.lock);
 	st->procs = sched.gomaxprocs;
@@ -472,7 +477,30 @@ int weft_stats(weft_stats_t *st)
 	st->kernel_waits = atomic_load(&sched.nsyscallwait);
 	st->netpolls = atomic_load(&sched.nnetpoll);
 	st->sysmon_wakeups = atomic_load(&sched.nsysmonwake);
+}
+
+int weft_stats_sized(weft_stats_t *st, size_t size)
+{
+	if (!st || size < STATS_V1_SIZE) {
+		errno = EINVAL;
+		return -1;
+	}
+	/* filled on our stack, then only the caller's size copied out: a
+	 * caller built with an older, smaller struct is never written past */
+	weft_stats_t all;
+	stats_fill(&all);
+	size_t n = size < sizeof all ? size : sizeof all;
+	memcpy(st, &all, n);
+	if (size > n) /* a newer caller's fields this library does not know */
+		memset((char *)st + n, 0, size - n);
 	return 0;
+}
+
+/* The symbol of the first version (the header's weft_stats is a macro
+ * for weft_stats_sized): the first version's fields only. */
+int(weft_stats)(weft_stats_t *st)
+{
+	return weft_stats_sized(st, STATS_V1_SIZE);
 }
 
 struct lock wakelock; /* not static: fork.c clears it in a child */

@@ -11,9 +11,16 @@
  * for lock-free peeks.  A P that retires (a spare given back, a P beyond
  * weft_maxprocs) hands its timers to P 0 (movetimers), so every queued
  * timer is on a P that an M holds or will hold again.
+ *
+ * A timer with an rtwhen stands for a deadline on the wall clock
+ * (CLOCK_REALTIME): when the kernel reports the clock set (netpoll.c's
+ * clock watch), timers_clockset places each such timer again from its
+ * rtwhen, as the kernel re-evaluates its own CLOCK_REALTIME timers on a
+ * clock_settime (glibc's timed waits are futex waits on that clock).
  */
 #define _GNU_SOURCE
 #include <string.h>
+#include <time.h>
 
 #include "runtime.h"
 
@@ -219,4 +226,75 @@ void wakenetpoller(int64_t when)
 	} else {
 		wakep();
 	}
+}
+
+/* ---- deadlines on the wall clock ---------------------------------------- */
+
+_Atomic uint64_t clockgen;
+_Atomic int64_t rtskew;
+
+int64_t rt_realtime(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec +
+	       atomic_load_explicit(&rtskew, memory_order_relaxed);
+}
+
+void g_rtdeadline(int64_t rtns)
+{
+	struct g *gp = getg();
+	if (!gp)
+		return; /* a plain thread's timed sleep is a relative futex wait */
+	if (rtns && !netpoll_watchclock())
+		rtns = 0; /* no watch: the deadline acts as a duration */
+	gp->rtdeadline = rtns;
+	/* before the caller reads the clock for the duration: a clock set
+	 * from here on either finds the timer queued or changes clockgen,
+	 * which waiter_commit checks once it has queued it (sema.c) */
+	gp->rtgen = atomic_load(&clockgen);
+}
+
+/* Re-place pp's realtime timers for wall-clock time rt at monotonic time
+ * now; pp->timerslock held.  Then the heap is rebuilt (any entry may have
+ * moved either way). */
+static void replace_rt(struct p *pp, int64_t now, int64_t rt)
+{
+	bool moved = false;
+	for (int32_t i = 0; i < pp->ntimers; i++) {
+		struct timer *t = pp->timers[i];
+		if (!t->rtwhen)
+			continue;
+		int64_t left = t->rtwhen - rt;
+		int64_t when = left > 0 ? now + left : now;
+		if (when != t->when) {
+			t->when = when;
+			moved = true;
+		}
+	}
+	if (!moved)
+		return;
+	for (int32_t i = (pp->ntimers - 2) / 4; i >= 0 && pp->ntimers > 1; i--)
+		siftdown(pp->timers, pp->ntimers, i);
+	update0(pp);
+}
+
+void timers_clockset(void)
+{
+	/* seq_cst: pairs with waiter_commit, which queues its timer (under
+	 * a timerslock) and then loads clockgen: either the scan below sees
+	 * the timer, or the committer sees the new count and calls us */
+	atomic_fetch_add(&clockgen, 1);
+	int32_t n = atomic_load_explicit(&nallp, memory_order_acquire);
+	for (int32_t i = 0; i < n; i++) {
+		struct p *pp = allp[i];
+		lock(&pp->timerslock);
+		replace_rt(pp, nanotime(), rt_realtime());
+		unlock(&pp->timerslock);
+	}
+	/* a timer now due, or due sooner: whoever sleeps until the old
+	 * earliest wakes to look again */
+	int64_t when = earliest_timer();
+	if (when)
+		wakenetpoller(when);
 }

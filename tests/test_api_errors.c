@@ -97,6 +97,36 @@ API_TEST(stats_null)
 	return 0;
 }
 
+/* weft_stats_sized: a size below the first version's is EINVAL and
+ * nothing is written; a size beyond this library's struct (a program
+ * built with a later header) gets the fields it knows and zeros after. */
+API_TEST(stats_sized_bad_size)
+{
+	(void)argc, (void)argv;
+	struct {
+		weft_stats_t st;
+		unsigned char later[24]; /* fields of a later version */
+	} x;
+	memset(&x, 0xa5, sizeof x);
+	FAILS(weft_stats_sized(&x.st, 63), EINVAL);
+	FAILS(weft_stats_sized(&x.st, 0), EINVAL);
+	FAILS(weft_stats_sized(NULL, sizeof x.st), EINVAL);
+	CHECK(x.st.procs == (int)0xa5a5a5a5); /* untouched */
+	CHECK(weft_stats_sized(&x.st, sizeof x) == 0);
+	CHECK(x.st.procs >= 1 && x.st.threads >= 1);
+	CHECK(x.st.sysmon_wakeups >= 0 && x.st.sysmon_wakeups != (int64_t)0xa5a5a5a5a5a5a5a5);
+	for (size_t i = 0; i < sizeof x.later; i++)
+		CHECK(x.later[i] == 0);
+	/* the header's weft_stats passes this struct's size: the last
+	 * field is written, nothing after it */
+	memset(&x, 0xa5, sizeof x);
+	CHECK(weft_stats(&x.st) == 0);
+	CHECK(x.st.sysmon_wakeups != (int64_t)0xa5a5a5a5a5a5a5a5);
+	for (size_t i = 0; i < sizeof x.later; i++)
+		CHECK(x.later[i] == 0xa5);
+	return 0;
+}
+
 /* ---- wait group ------------------------------------------------------------ */
 
 API_TEST(wg_null)

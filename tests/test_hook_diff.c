@@ -41,25 +41,46 @@ G_TEST(hook_diff, zero_length_read_after_short_read_pipe, 10)
 	return 0;
 }
 
+/* A TCP connection on loopback: fd[0] the listener, fd[1] the client's
+ * end, fd[2] the accepted one. */
+static void tcp_connection(int fd[3])
+{
+	int port = 0;
+	fd[0] = tcp_listen(1, &port);
+	CHECK(fd[0] >= 0);
+	fd[1] = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = loopback(port);
+	CHECK(connect(fd[1], (struct sockaddr *)&a, sizeof a) == 0);
+	fd[2] = accept(fd[0], NULL, NULL);
+	CHECK(fd[2] >= 0);
+}
+
+static void close3(const int fd[3])
+{
+	for (int i = 0; i < 3; i++)
+		close(fd[i]);
+}
+
 G_TEST(hook_diff, zero_length_read_after_short_read_tcp, 10)
 {
 	(void)argc, (void)argv;
-	int port = 0, l = tcp_listen(1, &port);
-	CHECK(l >= 0);
-	int c = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = loopback(port);
-	CHECK(connect(c, (struct sockaddr *)&a, sizeof a) == 0);
-	int s = accept(l, NULL, NULL);
-	CHECK(s >= 0);
-	zero_after_short(s, c);
-	close(s);
-	close(c);
-	close(l);
+	int fd[3];
+	tcp_connection(fd);
+	zero_after_short(fd[2], fd[1]);
+	close3(fd);
 	return 0;
 }
 
 /* A finding the hooks no longer show: its regression test always runs. */
 #define FIXED_TEST(name) G_TEST(hook_diff, name, 10)
+
+/* The partner of the tests below that park a read: 5 ms later, "y" on
+ * the fd arg points to. */
+static void write_after(void *arg)
+{
+	weft_sleep(5 * 1000000);
+	CHECK(write(*(int *)arg, "y", 1) == 1);
+}
 
 /* Finding 1: O_NONBLOCK is a property of the open file, shared by every
  * fd dup'ed from it.  Under weft the program's view was kept per fd
@@ -67,12 +88,6 @@ G_TEST(hook_diff, zero_length_read_after_short_read_tcp, 10)
  * fd parked instead of failing with EAGAIN.  Now the kernel's F_GETFL is
  * asked when a try would block, and a hint per fd number is asked again
  * after any F_SETFL: both directions, through either fd. */
-static void write_after(void *arg)
-{
-	weft_sleep(5 * 1000000);
-	CHECK(write(*(int *)arg, "y", 1) == 1);
-}
-
 FIXED_TEST(nonblock_shared_by_dup)
 {
 	(void)argc, (void)argv;
@@ -215,6 +230,57 @@ FIXED_TEST(dgram_read_after_shutdown_rd)
 	return 0;
 }
 
+/* Finding 13 (session 5, the faster fuzzer's 1 us timeouts): with
+ * SO_RCVTIMEO set, the read waited for the netpoller's first event on
+ * the socket - the hangup that makes the fix above apply - and a short
+ * timeout came first: EAGAIN instead of 0.  Fresh sockets each round:
+ * the hangup must not be known beforehand. */
+FIXED_TEST(dgram_read_after_shutdown_rd_with_timeout)
+{
+	(void)argc, (void)argv;
+	for (int i = 0; i < 20; i++) {
+		int sv[2];
+		CHECK(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) == 0);
+		CHECK(shutdown(sv[0], SHUT_RD) == 0);
+		struct timeval tv = { 0, 1 };
+		CHECK(setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
+		char buf[16];
+		CHECK(recvfrom(sv[0], buf, sizeof buf, 0, NULL, NULL) == 0);
+		CHECK(read(sv[0], buf, sizeof buf) == 0);
+		CHECK(recv(sv[0], buf, sizeof buf, 0) == 0);
+		close(sv[0]);
+		close(sv[1]);
+	}
+	return 0;
+}
+
+/* Finding 14 (session 5): SO_RCVTIMEO belongs to the socket, shared by
+ * its dups; weft kept it per fd number, so a timeout set through a dup
+ * did not end a read on the original: it waited forever.  Now every
+ * timeout set makes the others' records stale (pd_timeogen). */
+FIXED_TEST(socket_timeout_set_through_dup)
+{
+	(void)argc, (void)argv;
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) == 0);
+	char b[8];
+	CHECK(recv(sv[0], b, sizeof b, MSG_DONTWAIT) == -1 && err() == EAGAIN); /* known */
+	int d = dup(sv[0]);
+	struct timeval tv = { 0, 1000 };
+	CHECK(setsockopt(d, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
+	CHECK(recv(sv[0], b, sizeof b, 0) == -1 && err() == EAGAIN); /* at the timeout */
+	CHECK(read(sv[0], b, sizeof b) == -1 && err() == EAGAIN);
+	/* and cleared through the original: the dup's read waits for data */
+	struct timeval none = { 0, 0 };
+	CHECK(setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none) == 0);
+	weft_go(write_after, &sv[1]);
+	CHECK(read(d, b, sizeof b) == 1 && b[0] == 'y');
+	close(d);
+	close(sv[0]);
+	close(sv[1]);
+	return 0;
+}
+
 /* The same when the G parked before the shutdown (made by another G). */
 static void shut_rd_later(void *arg)
 {
@@ -242,12 +308,9 @@ FIXED_TEST(dgram_parked_read_sees_shutdown_rd)
 FIXED_TEST(tcp_zero_recv_with_timeout)
 {
 	(void)argc, (void)argv;
-	int port = 0, l = tcp_listen(1, &port);
-	CHECK(l >= 0);
-	int c = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = loopback(port);
-	CHECK(connect(c, (struct sockaddr *)&a, sizeof a) == 0);
-	int s = accept(l, NULL, NULL);
+	int fd[3];
+	tcp_connection(fd);
+	int c = fd[1], s = fd[2];
 	struct timeval tv = { 0, 10000 };
 	CHECK(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
 	char b;
@@ -270,9 +333,7 @@ FIXED_TEST(tcp_zero_recv_with_timeout)
 	CHECK(recv(sv[0], &b, 0, 0) == -1 && err() == EAGAIN);
 	close(sv[0]);
 	close(sv[1]);
-	close(s);
-	close(c);
-	close(l);
+	close3(fd);
 	return 0;
 }
 
@@ -280,12 +341,6 @@ FIXED_TEST(tcp_zero_recv_with_timeout)
  * open; weft had already forgotten what it knew of newfd (made
  * non-blocking underneath), so newfd then read as O_NONBLOCK and a G's
  * blocking read on it returned EAGAIN. */
-static void write_later(void *arg)
-{
-	weft_sleep(10 * 1000000);
-	CHECK(write(*(int *)arg, "x", 1) == 1);
-}
-
 G_TEST(hook_diff, dup3_bad_flags_leaves_newfd_alone, 10)
 {
 	(void)argc, (void)argv;
@@ -294,9 +349,9 @@ G_TEST(hook_diff, dup3_bad_flags_leaves_newfd_alone, 10)
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, b) == 0);
 	CHECK(dup3(a[0], b[0], O_NONBLOCK) == -1 && err() == EINVAL);
 	CHECK(!(fcntl(b[0], F_GETFL) & O_NONBLOCK));
-	weft_go(write_later, &b[1]);
+	weft_go(write_after, &b[1]);
 	char c = 0;
-	CHECK(read(b[0], &c, 1) == 1 && c == 'x'); /* parks until the write */
+	CHECK(read(b[0], &c, 1) == 1 && c == 'y'); /* parks until the write */
 	for (int i = 0; i < 2; i++) {
 		close(a[i]);
 		close(b[i]);

@@ -132,8 +132,9 @@ int pcv_wait(pthread_cond_t *c, pthread_mutex_t *m, int clk, const struct timesp
 	if (!abstime) {
 		r = weft_cond_wait(wc, wm);
 	} else {
-		int64_t ns = ts_until((clockid_t)clk, abstime);
+		int64_t ns = ts_wait_begin((clockid_t)clk, abstime);
 		r = weft_cond_timedwait(wc, wm, ns > 0 ? ns : 0);
+		ts_wait_end();
 	}
 	if (gp)
 		intr_disarm(gp);
@@ -292,9 +293,10 @@ static int rw_wait(struct rwl *r, weft_cond_t *q, clockid_t clk, const struct ti
 	if (!abstime) {
 		weft_cond_wait(q, &r->m);
 	} else {
-		int64_t ns = ts_until(clk, abstime);
+		int64_t ns = ts_wait_begin(clk, abstime);
 		if (ns <= 0 || weft_cond_timedwait(q, &r->m, ns) != 0)
 			rc = ETIMEDOUT;
+		ts_wait_end();
 	}
 	errno_set(e);
 	return rc;

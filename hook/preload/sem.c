@@ -138,10 +138,14 @@ static int timedwait(weft_sem_t *w, clockid_t clk, const struct timespec *abstim
 	if (!ts_ok(abstime))
 		return fail(EINVAL);
 	for (;;) {
-		int64_t ns = ts_until(clk, abstime);
-		if (ns <= 0)
+		int64_t ns = ts_wait_begin(clk, abstime);
+		if (ns <= 0) {
+			ts_wait_end();
 			return fail(ETIMEDOUT);
-		if (semwait(w, ns) == 0)
+		}
+		int r = semwait(w, ns);
+		ts_wait_end();
+		if (r == 0)
 			break;
 		if (errno_get() == EINTR)
 			return -1;

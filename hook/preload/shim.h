@@ -147,12 +147,37 @@ static inline bool ts_ok(const struct timespec *ts)
 	return ts && ts->tv_nsec >= 0 && ts->tv_nsec < NS_PER_S;
 }
 
-/* Nanoseconds from now until abstime on clock clk (<= 0: passed). */
+/* Nanoseconds from now until abstime on clock clk (<= 0: passed).  The
+ * wall clock is weft's (rt_realtime: CLOCK_REALTIME, moved by the
+ * WEFT_DEBUG=clockset test knob). */
 static inline int64_t ts_until(clockid_t clk, const struct timespec *abstime)
 {
+	if (abstime->tv_sec >= INT64_MAX / NS_PER_S - 1)
+		return INT64_MAX / 2; /* "never" (the product would overflow) */
+	if (clk == CLOCK_REALTIME)
+		return (int64_t)abstime->tv_sec * NS_PER_S + abstime->tv_nsec - rt_realtime();
 	struct timespec now;
 	clock_gettime(clk, &now);
 	return (int64_t)(abstime->tv_sec - now.tv_sec) * NS_PER_S + (abstime->tv_nsec - now.tv_nsec);
+}
+
+/* A timed wait until abstime on clk is about to begin on this thread:
+ * the time left, as ts_until, and on CLOCK_REALTIME the mark that makes
+ * the wait follow the wall clock - a clock set re-places its timer, so a
+ * jump forward past abstime ends it at once (g_rtdeadline, runtime.h).
+ * ts_wait_end() once the wait is over. */
+static inline int64_t ts_wait_begin(clockid_t clk, const struct timespec *abstime)
+{
+	if (clk == CLOCK_REALTIME && abstime->tv_sec > 0)
+		g_rtdeadline(abstime->tv_sec >= INT64_MAX / NS_PER_S - 1
+				     ? INT64_MAX / 2
+				     : (int64_t)abstime->tv_sec * NS_PER_S + abstime->tv_nsec);
+	return ts_until(clk, abstime);
+}
+
+static inline void ts_wait_end(void)
+{
+	g_rtdeadline(0);
 }
 
 /* ---- a mutex view (mutex.c), for the cond and C11 wrappers --------------- */

@@ -757,8 +757,9 @@ static int gjoin(struct gthr *t, void **ret, int mode, clockid_t clk, const stru
 	} else if (mode == J_TIMED) {
 		got = weft_sem_trywait(&t->done) == 0;
 		if (!got && ts_ok(abstime)) {
-			int64_t ns = ts_until(clk, abstime);
+			int64_t ns = ts_wait_begin(clk, abstime);
 			got = ns > 0 && weft_sem_timedwait(&t->done, ns) == 0;
+			ts_wait_end();
 		}
 	} else {
 		got = weft_sem_wait(&t->done) == 0;

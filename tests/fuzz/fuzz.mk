@@ -23,7 +23,7 @@ FUZZ_JOBS ?= 1
 FUZZ_DIR := $(BUILD)/fuzz
 FUZZ_OBJ := $(LIB_OBJ:$(BUILD)/obj/%=$(FUZZ_DIR)/obj/%)
 FUZZ_CFLAGS := -O2 -g $(WARN) -pthread -fno-omit-frame-pointer -std=gnu11 -fPIC \
-	-fvisibility=hidden -Iinclude -Iruntime -fsanitize=fuzzer-no-link
+	-fvisibility=hidden -Iinclude -Iruntime -fsanitize=fuzzer-no-link -fno-sanitize-coverage=trace-cmp
 FUZZ_BIN := $(FUZZ_DIR)/hookdiff
 
 .PHONY: fuzz fuzz-build
@@ -37,9 +37,11 @@ $(FUZZ_DIR)/obj/%.o: %.S
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
 
-$(FUZZ_DIR)/weft-fuzz.o: $(FUZZ_OBJ) $(SO) $(JEMALLOC_A)
-	ld -r -o $(FUZZ_DIR)/weft-all.o $(FUZZ_OBJ) $(JEMALLOC_A)
-	nm -D --defined-only $(SO) | awk '{print $$3}' | sort -u > $(FUZZ_DIR)/weft.syms
+# gstate.c: the two internal questions the harness asks (is a G blocked?)
+$(FUZZ_DIR)/weft-fuzz.o: $(FUZZ_OBJ) $(FUZZ_DIR)/obj/tests/fuzz/gstate.o $(SO) $(JEMALLOC_A)
+	ld -r -o $(FUZZ_DIR)/weft-all.o $(FUZZ_OBJ) $(FUZZ_DIR)/obj/tests/fuzz/gstate.o $(JEMALLOC_A)
+	(nm -D --defined-only $(SO) | awk '{print $$3}'; echo hookdiff_g; echo hookdiff_gblocked) | \
+		sort -u > $(FUZZ_DIR)/weft.syms
 	objcopy --keep-global-symbols=$(FUZZ_DIR)/weft.syms $(FUZZ_DIR)/weft-all.o $@
 
 $(FUZZ_BIN): tests/fuzz/hookdiff.c include/weft.h $(FUZZ_DIR)/weft-fuzz.o
@@ -80,9 +82,11 @@ $(FUZZ_COV_DIR)/obj/%.o: %.S
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
 
-$(FUZZ_COV_DIR)/weft-fuzz.o: $(FUZZ_COV_OBJ) $(SO) $(JEMALLOC_A)
-	ld -r -o $(FUZZ_COV_DIR)/weft-all.o $(FUZZ_COV_OBJ) $(JEMALLOC_A)
-	nm -D --defined-only $(SO) | awk '{print $$3}' | sort -u > $(FUZZ_COV_DIR)/weft.syms
+$(FUZZ_COV_DIR)/weft-fuzz.o: $(FUZZ_COV_OBJ) $(FUZZ_COV_DIR)/obj/tests/fuzz/gstate.o $(SO) $(JEMALLOC_A)
+	ld -r -o $(FUZZ_COV_DIR)/weft-all.o $(FUZZ_COV_OBJ) $(FUZZ_COV_DIR)/obj/tests/fuzz/gstate.o \
+		$(JEMALLOC_A)
+	(nm -D --defined-only $(SO) | awk '{print $$3}'; echo hookdiff_g; echo hookdiff_gblocked) | \
+		sort -u > $(FUZZ_COV_DIR)/weft.syms
 	objcopy --keep-global-symbols=$(FUZZ_COV_DIR)/weft.syms $(FUZZ_COV_DIR)/weft-all.o $@
 
 $(FUZZ_COV_DIR)/hookdiff: tests/fuzz/hookdiff.c include/weft.h $(FUZZ_COV_DIR)/weft-fuzz.o

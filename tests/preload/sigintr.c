@@ -82,6 +82,41 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* A TCP listener on a loopback port of the kernel's choosing. */
+static int listen_loopback(void)
+{
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	bind(l, (struct sockaddr *)&a, sizeof a);
+	listen(l, 8);
+	return l;
+}
+
+static int kill_usr1(pthread_t t, int how)
+{
+	(void)how;
+	return pthread_kill(t, SIGUSR1);
+}
+
+/* Start fn in a thread, wait until it says *ready, then every 20 ms send
+ * it a signal (send(t, how), until one fails) until it says *done: the
+ * first may come before it is in its call.  Returns it, joined. */
+static pthread_t signal_until_done(void *(*fn)(void *), void *arg, atomic_int *ready,
+				   atomic_int *done, int (*send)(pthread_t, int), int how)
+{
+	pthread_t t;
+	pthread_create(&t, NULL, fn, arg);
+	while (!*ready)
+		usleep(1000);
+	while (!*done) {
+		usleep(20000);
+		if (!*done && send(t, how) != 0)
+			break;
+	}
+	pthread_join(t, NULL);
+	return t;
+}
+
 /* ---- a handler without SA_RESTART interrupts the parked call ----------------------- */
 
 static void case_read(void)
@@ -104,10 +139,7 @@ static void case_read(void)
 
 static void case_accept(void)
 {
-	int l = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	bind(l, (struct sockaddr *)&a, sizeof a);
-	listen(l, 8);
+	int l = listen_loopback();
 	catch(SIGALRM, 0);
 	alarm_ms(100);
 	int c = accept(l, NULL, NULL);
@@ -399,22 +431,9 @@ static void *acceptor(void *arg)
 
 static void case_kill_accept(void)
 {
-	listener = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	bind(listener, (struct sockaddr *)&a, sizeof a);
-	listen(listener, 8);
+	listener = listen_loopback();
 	catch(SIGUSR1, 0);
-	pthread_t t;
-	pthread_create(&t, NULL, acceptor, NULL);
-	while (!worker_ready)
-		usleep(1000);
-	/* until it is out of accept: the first may come before it parks */
-	while (!worker_done) {
-		usleep(20000);
-		if (!worker_done)
-			pthread_kill(t, SIGUSR1);
-	}
-	pthread_join(t, NULL);
+	pthread_t t = signal_until_done(acceptor, NULL, &worker_ready, &worker_done, kill_usr1, 0);
 	say("pthread_kill: accept -1 EINTR", worker_done == 1);
 	int n = handled, mine = 1;
 	for (int i = 0; i < n && i < 64; i++)
@@ -445,25 +464,13 @@ static void *tls_acceptor(void *arg)
 
 static void case_kill_tls(void)
 {
-	listener = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	bind(listener, (struct sockaddr *)&a, sizeof a);
-	listen(listener, 8);
+	listener = listen_loopback();
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_tls;
 	sigaction(SIGUSR1, &sa, NULL);
 	tls_mine = 1;
-	pthread_t t;
-	pthread_create(&t, NULL, tls_acceptor, (void *)77L);
-	while (!worker_ready)
-		usleep(1000);
-	while (!worker_done) {
-		usleep(20000);
-		if (!worker_done)
-			pthread_kill(t, SIGUSR1);
-	}
-	pthread_join(t, NULL);
+	signal_until_done(tls_acceptor, (void *)77L, &worker_ready, &worker_done, kill_usr1, 0);
 	say("kill_tls: accept -1 EINTR", worker_done == 1);
 	say("kill_tls: the handler read the worker's __thread", tls_seen[0] == 77);
 }
@@ -497,26 +504,29 @@ static void *tid_reader(void *arg)
 	return NULL;
 }
 
-/* how: 0 tgkill(), 1 syscall(SYS_tgkill), 2 syscall(SYS_tkill) */
+/* SIGUSR1 to the reader by its thread id; how: 0 tgkill(), 1
+ * syscall(SYS_tgkill), 2 syscall(SYS_tkill).  The first call checks it
+ * is alive (signal 0). */
+static int tid_alive;
+
+static int tid_send(pthread_t t, int how)
+{
+	(void)t;
+	pid_t tid = tid_worker;
+	if (tid_alive < 0)
+		tid_alive = tgkill(getpid(), tid, 0) == 0;
+	return how == 0	  ? tgkill(getpid(), tid, SIGUSR1)
+	       : how == 1 ? (int)syscall(SYS_tgkill, getpid(), tid, SIGUSR1)
+			  : (int)syscall(SYS_tkill, tid, SIGUSR1);
+}
+
 static void tid_round(int how, const char *what)
 {
 	tid_ready = tid_result = 0;
 	tid_ran_on = 0;
-	pthread_t t;
-	pthread_create(&t, NULL, tid_reader, NULL);
-	while (!tid_ready)
-		usleep(1000);
-	pid_t tid = tid_worker;
-	int alive = tgkill(getpid(), tid, 0) == 0;
-	while (!tid_result) { /* the first may come before it parks in read */
-		int r = how == 0   ? tgkill(getpid(), tid, SIGUSR1)
-			: how == 1 ? (int)syscall(SYS_tgkill, getpid(), tid, SIGUSR1)
-				   : (int)syscall(SYS_tkill, tid, SIGUSR1);
-		if (r != 0)
-			break;
-		usleep(20000);
-	}
-	pthread_join(t, NULL);
+	tid_alive = -1;
+	pthread_t t = signal_until_done(tid_reader, NULL, &tid_ready, &tid_result, tid_send, how);
+	int alive = tid_alive == 1;
 	char line[128];
 	snprintf(line, sizeof line, "%s: read -1 EINTR, the handler on the thread", what);
 	say(line, alive && tid_result == 1 && pthread_equal(tid_ran_on, t));
@@ -568,16 +578,7 @@ static void case_kill_waitpid(void)
 		sleep(30);
 		_exit(0);
 	}
-	pthread_t t;
-	pthread_create(&t, NULL, wp_waiter, NULL);
-	while (!wp_ready)
-		usleep(1000);
-	while (!wp_result) {
-		usleep(20000);
-		if (!wp_result)
-			pthread_kill(t, SIGUSR1);
-	}
-	pthread_join(t, NULL);
+	pthread_t t = signal_until_done(wp_waiter, NULL, &wp_ready, &wp_result, kill_usr1, 0);
 	kill(wp_child, SIGKILL);
 	waitpid(wp_child, NULL, 0);
 	say("pthread_kill: waitpid -1 EINTR", wp_result == 1);
@@ -759,15 +760,22 @@ static int os_threads(void)
 	return n;
 }
 
+/* SIGUSR1 in *set, blocked in this thread and so in every thread it
+ * makes; *a gives them small stacks (thousands of them). */
+static void sigwait_setup(sigset_t *set, pthread_attr_t *a)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, set, NULL);
+	pthread_attr_init(a);
+	pthread_attr_setstacksize(a, 64 * 1024);
+}
+
 static void case_sigwait(void)
 {
 	static sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGUSR1);
-	pthread_sigmask(SIG_BLOCK, &set, NULL); /* every thread blocks it */
 	pthread_attr_t a;
-	pthread_attr_init(&a);
-	pthread_attr_setstacksize(&a, 64 * 1024);
+	sigwait_setup(&set, &a);
 	static pthread_t b[NBUSY], w[NWAIT];
 	for (int i = 0; i < NWAIT; i++)
 		pthread_create(&w[i], &a, waiter, &set);
@@ -822,12 +830,8 @@ static void *busy2(void *arg)
 static void case_sigwait_busy(void)
 {
 	static sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGUSR1);
-	pthread_sigmask(SIG_BLOCK, &set, NULL); /* every thread blocks it */
 	pthread_attr_t a;
-	pthread_attr_init(&a);
-	pthread_attr_setstacksize(&a, 64 * 1024);
+	sigwait_setup(&set, &a);
 	static pthread_t b[NBUSY2];
 	pthread_t w;
 	pthread_create(&w, &a, sigwaiter, &set);
