@@ -160,7 +160,7 @@ Test(stacks, chunk_tops_populated_in_one_call, .timeout = 60)
 	cr_assert(pg != MAP_FAILED);
 	struct iovec v = { pg, 4096 };
 	if (syscall(SYS_process_madvise, -10001 /* PIDFD_SELF */, &v, 1, MADV_POPULATE_WRITE, 0) < 0)
-		cr_skip("process_madvise(PIDFD_SELF, MADV_POPULATE_WRITE) not here (Linux < 6.14): "
+		cr_skip_test("process_madvise(PIDFD_SELF, MADV_POPULATE_WRITE) not here (Linux < 6.14): "
 			"stacks are populated one by one");
 	munmap(pg, 4096);
 	run_main(tops_body);
