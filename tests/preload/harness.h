@@ -131,7 +131,11 @@ static void h_run(struct hrun *r, const char *const argv[], const char *const en
 		}
 		if (dir && chdir(dir) != 0)
 			_exit(126);
+		/* a shell's background job inherits SIGINT and SIGQUIT ignored:
+		 * the programs run with every disposition at its default */
 		signal(SIGPIPE, SIG_DFL);
+		signal(SIGINT, SIG_DFL);
+		signal(SIGQUIT, SIG_DFL);
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
