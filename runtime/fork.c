@@ -111,6 +111,7 @@ void runtime_afterfork_child(void)
 
 	/* Gs: only the forking one */
 	forEachG(freeze, cur);
+	gcpu_afterfork(cur);
 	atomic_store(&sched.ngs, cur ? 1 : 0);
 	sched.runqhead = sched.runqtail = NULL;
 	atomic_store(&sched.runqsize, 0);

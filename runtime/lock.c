@@ -166,7 +166,7 @@ STARTUP_TEXT __attribute__((noinline)) void rt_seterrno(int e)
 int64_t nanotime(void)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	rt_clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 

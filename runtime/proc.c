@@ -851,6 +851,9 @@ static inline __attribute__((always_inline)) void gswitch_inl(struct m *m, struc
 	} else {
 		next = m->g0sp;
 	}
+	/* a G's CPU clock (cpuclock.c): one load while no G's is kept */
+	if (unlikely(atomic_load_explicit(&gcpu_any, memory_order_relaxed)))
+		gcpu_switch(m, from, to);
 	mtally(from ? (to ? &m->nswgg : &m->nswg0) : &m->nsw0g);
 	san_switch_start(m, from, to);
 	tls_loadfs(m, to);
@@ -1158,6 +1161,7 @@ static void gprepare(struct g *gp, struct p *pp, const char *name)
 	gp->sigon = false;
 	atomic_store_explicit(&gp->sigpend, 0, memory_order_relaxed);
 	atomic_store_explicit(&gp->cancel, 0, memory_order_relaxed);
+	gcpu_reset(gp);
 	if (gp->name)
 		rtfree(gp->name);
 	gp->name = NULL;
@@ -1333,6 +1337,7 @@ int64_t rt_adopt(const char *name, char *lo, char *hi, char *althi, void (*then)
 	gp->stack = (struct stack){ .lo = lo, .hi = hi, .kind = STACK_THREAD,
 				    .low = __builtin_frame_address(0) };
 	san_gcreate(gp);
+	gcpu_adopt(gp); /* the thread's CPU time so far is the G's */
 	gcountadd(NULL, 1);
 	int64_t id = gp->id;
 	int e = errno;

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <pthread.h>
+#include <time.h>
 
 #include "weft.h"
 #include "../arch/ctx.h"
@@ -65,6 +66,8 @@ void notesleep(struct note *n);
 bool notetsleep(struct note *n, int64_t ns); /* false on timeout */
 
 int64_t nanotime(void); /* CLOCK_MONOTONIC, ns */
+/* clock_gettime through the vDSO (vdso.c): 0 or -errno, errno untouched */
+int rt_clock_gettime(clockid_t c, struct timespec *ts);
 _Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 long rawsyscall6(long n, long a, long b, long c, long d, long e, long f);
@@ -197,7 +200,35 @@ struct g {
 	void *tcb;                /* its own TCB (the FS base it runs on), or
 	                           * NULL: it runs on its M's TLS */
 	void *tcbfork;            /* its TCB while it forks on its M's (tls.c) */
+	/* Its CPU-time clock (cpuclock.c), kept once someone asked for it
+	 * (cputrack).  cpuns, cpuon and cputid are written only by the M
+	 * that switches the G on or off (or the G itself, running), inside
+	 * an odd cpuseq; readers on any thread retry until they see one
+	 * even cpuseq around their reads (a seqlock). */
+	_Atomic bool cputrack;    /* counted from now on (set once, by any thread) */
+	_Atomic uint32_t cpuseq;  /* odd while the three below are written */
+	_Atomic int64_t cpuns;    /* CPU ns of its runs on Ms that are over */
+	_Atomic int64_t cpuon;    /* its M's thread CPU clock when it went on (cputid != 0) */
+	_Atomic int32_t cputid;   /* tid of the M it runs on, counted; 0 none */
 };
+
+/* ---- a G's CPU-time clock (cpuclock.c) ---------------------------------- */
+
+/* Set once any G's clock is kept: the switch looks at the Gs only then. */
+extern _Atomic bool gcpu_any;
+/* The switch from from to to on m (either NULL: g0), gcpu_any set. */
+void gcpu_switch(struct m *m, struct g *from, struct g *to);
+/* Start keeping gp's clock (any thread; gp itself when running: from
+ * now, else from its next switch on), then read it: ns, or -1 if the
+ * clock of the M it runs on cannot be read. */
+int64_t gcpu_read(struct g *gp);
+/* A G made (or reused): its clock at 0, not kept. */
+void gcpu_reset(struct g *gp);
+/* rt_adopt: the adopted thread's CPU time so far is the G's start. */
+void gcpu_adopt(struct g *gp);
+/* Child of fork: the forking G goes on on a thread whose clock starts
+ * again from 0, as a forked thread's does natively. */
+void gcpu_afterfork(struct g *gp);
 
 /* ---- M ---------------------------------------------------------------- */
 

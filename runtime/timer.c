@@ -236,7 +236,7 @@ _Atomic int64_t rtskew;
 int64_t rt_realtime(void)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
+	rt_clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec +
 	       atomic_load_explicit(&rtskew, memory_order_relaxed);
 }

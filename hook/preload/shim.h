@@ -88,6 +88,12 @@ void *shim_getspecific(pthread_key_t k) HIDDEN;
 int shim_setspecific(pthread_key_t k, uintptr_t v) HIDDEN;
 int shim_once(pthread_once_t *o, void (*fn)(void)) HIDDEN;
 
+/* A G's CPU-time clock id (pthread_getcpuclockid's): is clk one; the G
+ * it is the clock of in *gpp (NULL: a thread not started yet), or
+ * EINVAL (no such thread now). */
+bool gthr_isclock(clockid_t clk) HIDDEN;
+int gthr_clock(clockid_t clk, struct g **gpp) HIDDEN;
+
 /* Identity of the caller for owner checks: G id (> 0) or -tid. */
 int64_t shim_selfid(void) HIDDEN;
 

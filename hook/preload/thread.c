@@ -119,6 +119,7 @@ static void gthr_free(struct gthr *t)
 {
 	keys_free(t);
 	t->g = NULL;
+	t->fn = NULL; /* a free record: no thread's (gthr_clock) */
 	atomic_store_explicit(&t->flags, 0, memory_order_relaxed);
 	lock(&glock);
 	t->next = gfree;
@@ -903,7 +904,7 @@ DEFREAL(pthread_getaffinity_np);
 DEFREAL(pthread_setaffinity_np);
 DEFREAL(pthread_getcpuclockid);
 
-static _Atomic int warned_sched, warned_affinity, warned_clock;
+static _Atomic int warned_sched, warned_affinity;
 
 static bool exited(pthread_t th)
 {
@@ -996,13 +997,48 @@ HOOK int pthread_setaffinity_np(pthread_t th, size_t size, const cpu_set_t *set)
 	return 0;
 }
 
+/* A G's CPU-time clock id (runtime/cpuclock.c keeps the clock).  glibc
+ * makes a thread's from its tid, (~tid << 3) | CPUCLOCK_PERTHREAD |
+ * CPUCLOCK_SCHED (kernel-posix-cpu-timers.h), which a G's tid (2^29 + id)
+ * does not fit.  A G's is (~slot << 3) | 7, slot its record's index:
+ * the low bits 7 (a per-thread clock of kind 3, CPUCLOCK_MAX) are one no
+ * kernel clock id has - the kernel refuses them with EINVAL - so the
+ * clock_gettime hook (clock.c) tells them from every real one.  The
+ * index is below 2^27 (REGION / SLOT), so the id is negative, as a CPU
+ * clock's is. */
+#define GCLOCK_KIND 7
+
 HOOK int pthread_getcpuclockid(pthread_t th, clockid_t *clk)
 {
 	if (!is_gthr(&th))
 		return REAL(pthread_getcpuclockid)(th, clk);
-	shim_warn_once(&warned_clock, "a green thread has no CPU-time clock of its own "
-				      "(pthread_getcpuclockid returns ENOTSUP)");
-	return ENOTSUP;
+	if (exited(th))
+		return ESRCH; /* as glibc's for a thread whose tid is gone */
+	uint32_t slot = (uint32_t)(((char *)th - gbase) / SLOT);
+	*clk = (clockid_t)((~slot << 3) | GCLOCK_KIND);
+	return 0;
+}
+
+bool gthr_isclock(clockid_t clk)
+{
+	return clk < 0 && (clk & 7) == GCLOCK_KIND;
+}
+
+int gthr_clock(clockid_t clk, struct g **gpp)
+{
+	*gpp = NULL;
+	size_t off = (size_t)((uint32_t)~(uint32_t)clk >> 3) * SLOT;
+	/* acquire: pairs with gthr_alloc's release, the record is made */
+	if (!gthr_isclock(clk) || !gbase || off >= atomic_load_explicit(&gused, memory_order_acquire))
+		return EINVAL;
+	struct gthr *t = (struct gthr *)(void *)(gbase + off);
+	if (exited((pthread_t)t) || (!t->g && !t->fn))
+		return EINVAL; /* over, or a free record */
+	struct g *gp = t->g; /* a G descriptor is never freed: check it is still t's */
+	if (gp && gp->tls != t)
+		return EINVAL;
+	*gpp = gp; /* NULL: made, not started yet */
+	return 0;
 }
 
 /* ---- once ---------------------------------------------------------------------------------------- */
