@@ -46,3 +46,13 @@ Test(real, pthread_kill_ends_sigwait, .timeout = 120)
 {
 	real("sigwait_kill", NULL, 1);
 }
+
+/* A signal blocked and ignored is still taken by sigwait, sigtimedwait
+ * and a signalfd, sent by raise, kill or pthread_kill (Linux never
+ * discards a blocked signal); pthread_kill to a G dropped it, and a
+ * program in sigwait for a pthread_kill'd SIGQUIT the shell had left
+ * ignored waited for good (hook/preload/signal.c, sig_send_g). */
+Test(real, sigwait_takes_a_blocked_ignored_signal, .timeout = 300)
+{
+	real("sigwait_ignored", NULL, 1);
+}

@@ -1039,7 +1039,12 @@ int sig_send_g(struct g *gp, int s, int code, const union sigval *v)
 	struct sigaction sa;
 	if (REAL(sigaction)(s, NULL, &sa) != 0)
 		return EINVAL;
-	if (sa.sa_handler == SIG_IGN && !(sa.sa_flags & SA_SIGINFO))
+	/* an ignored signal is discarded - unless the G blocks it: Linux
+	 * never discards a blocked signal (sig_ignored: its disposition may
+	 * change before it is unblocked), so sigwait takes it; one still
+	 * ignored when unblocked is dropped then (run_one) */
+	if (sa.sa_handler == SIG_IGN && !(sa.sa_flags & SA_SIGINFO) &&
+	    !(g_blocked(gp) & sigbit(s)))
 		return 0;
 	siginfo_t si;
 	memset(&si, 0, sizeof si);

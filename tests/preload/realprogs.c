@@ -5,7 +5,8 @@
  * "Programs tried").  The output must be the same with and without weft.
  *
  * realprogs CASE [N]: prints one line per check ("ok ..." or "FAIL ...")
- * and exits 0 if all held.  Cases: itimer_sleep, pidfd_self, sigwait_kill.
+ * and exits 0 if all held.  Cases: itimer_sleep, pidfd_self, sigwait_kill,
+ * sigwait_ignored.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
@@ -148,6 +150,82 @@ static void sigwait_kill(void)
 	printf("ok 20 threads in sigwait woken by pthread_kill\n");
 }
 
+/* ---- sigwait_ignored ------------------------------------------------------------------- */
+
+/* A signal that is blocked and ignored is still queued by Linux (a
+ * blocked signal is never discarded: its disposition may change before
+ * it is unblocked), so sigwait, sigtimedwait and a signalfd take it.
+ * Seen under weft: a program in sigwait for a pthread_kill'd SIGQUIT
+ * that the shell had left ignored waited for good.  All threads block
+ * the signals (as the kernel needs for kill: it looks at the main
+ * thread's mask) before any is made. */
+static sigset_t igset;
+
+static void *igwaiter(void *arg)
+{
+	(void)arg;
+	int sig = 0;
+	CHECK(sigwait(&igset, &sig) == 0);
+	return (void *)(long)sig;
+}
+
+static int igtimedwait(void)
+{
+	struct timespec ts = { 30, 0 }; /* a hang detector: it is pending already */
+	return sigtimedwait(&igset, NULL, &ts);
+}
+
+static void sigwait_ignored(void)
+{
+	sigemptyset(&igset);
+	sigaddset(&igset, SIGQUIT);
+	sigaddset(&igset, SIGUSR1);
+	CHECK(signal(SIGQUIT, SIG_IGN) != SIG_ERR);
+	CHECK(signal(SIGUSR1, SIG_IGN) != SIG_ERR);
+	CHECK(pthread_sigmask(SIG_BLOCK, &igset, NULL) == 0);
+	start_threads();
+	int sig = 0;
+	/* raise: to this thread */
+	CHECK(raise(SIGQUIT) == 0);
+	CHECK(sigwait(&igset, &sig) == 0 && sig == SIGQUIT);
+	/* kill: to the process, taken by this thread */
+	CHECK(kill(getpid(), SIGUSR1) == 0);
+	CHECK(sigwait(&igset, &sig) == 0 && sig == SIGUSR1);
+	/* sigtimedwait, pending before it */
+	CHECK(kill(getpid(), SIGQUIT) == 0);
+	CHECK(igtimedwait() == SIGQUIT);
+	CHECK(pthread_kill(pthread_self(), SIGUSR1) == 0);
+	CHECK(igtimedwait() == SIGUSR1);
+	/* pthread_kill to a thread in sigwait, and kill to the process with
+	 * another thread in sigwait */
+	for (int i = 0; i < 10; i++) {
+		pthread_t t;
+		CHECK(pthread_create(&t, NULL, igwaiter, NULL) == 0);
+		struct timespec ts = { 0, 5000000 }; /* let it reach sigwait: either way it must end */
+		nanosleep(&ts, NULL);
+		if (i % 2)
+			CHECK(pthread_kill(t, SIGQUIT) == 0);
+		else
+			CHECK(kill(getpid(), SIGQUIT) == 0);
+		void *r;
+		CHECK(pthread_join(t, &r) == 0);
+		if ((long)r != SIGQUIT)
+			FAIL("round %d: sigwait gave %ld", i, (long)r);
+	}
+	/* a signalfd reads it */
+	int fd = signalfd(-1, &igset, SFD_CLOEXEC);
+	CHECK(fd >= 0);
+	CHECK(kill(getpid(), SIGUSR1) == 0);
+	struct signalfd_siginfo si;
+	CHECK(read(fd, &si, sizeof si) == (ssize_t)sizeof si && si.ssi_signo == SIGUSR1);
+	close(fd);
+	/* nothing left over */
+	sigset_t pend;
+	CHECK(sigpending(&pend) == 0);
+	CHECK(!sigismember(&pend, SIGQUIT) && !sigismember(&pend, SIGUSR1));
+	printf("sigwait_ignored: ok\n");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -159,6 +237,8 @@ int main(int argc, char **argv)
 		pidfd_self();
 	else if (!strcmp(argv[1], "sigwait_kill"))
 		sigwait_kill();
+	else if (!strcmp(argv[1], "sigwait_ignored"))
+		sigwait_ignored();
 	else
 		FAIL("no case %s", argv[1]);
 	return 0;
