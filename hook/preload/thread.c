@@ -1001,8 +1001,9 @@ HOOK int pthread_setaffinity_np(pthread_t th, size_t size, const cpu_set_t *set)
  * makes a thread's from its tid, (~tid << 3) | CPUCLOCK_PERTHREAD |
  * CPUCLOCK_SCHED (kernel-posix-cpu-timers.h), which a G's tid (2^29 + id)
  * does not fit.  A G's is (~slot << 3) | 7, slot its record's index:
- * the low bits 7 (a per-thread clock of kind 3, CPUCLOCK_MAX) are one no
- * kernel clock id has - the kernel refuses them with EINVAL - so the
+ * "a clockid is invalid if bits 2, 1, and 0 are all set" (the kernel's
+ * linux/posix-timers.h; it answers EINVAL), so no kernel clock id has
+ * them, and the
  * clock_gettime hook (clock.c) tells them from every real one.  The
  * index is below 2^27 (REGION / SLOT), so the id is negative, as a CPU
  * clock's is. */
