@@ -110,18 +110,28 @@ void gcpu_switch(struct m *m, struct g *from, struct g *to)
 
 int64_t gcpu_read(struct g *gp)
 {
+	struct m *m = getm();
+	bool self = m && atomic_load_explicit(&m->curg, memory_order_relaxed) == gp;
 	if (unlikely(!atomic_load_explicit(&gp->cputrack, memory_order_relaxed))) {
 		atomic_store_explicit(&gcpu_any, true, memory_order_relaxed);
-		struct m *m = getm();
-		if (m && m->curg == gp) /* the caller itself: counted from now */
+		if (self) /* the caller itself: counted from now */
 			gon(gp, m, selfclock());
 		/* else from its next switch on (gcpu_switch, once it sees the flag) */
 		atomic_store_explicit(&gp->cputrack, true, memory_order_relaxed);
+	} else if (self && !atomic_load_explicit(&gp->cputid, memory_order_relaxed)) {
+		/* marked by another thread while it ran: count from now, not
+		 * from its next switch on */
+		gon(gp, m, selfclock());
 	}
-	for (;;) {
+	for (int spins = 0;; spins++) {
 		uint32_t s = atomic_load_explicit(&gp->cpuseq, memory_order_acquire);
 		if (s & 1) {
-			cpu_relax();
+			/* its writer is between two stores; if the kernel
+			 * preempted it there, let it run */
+			if (spins > 100)
+				(void)sys3(SYS_sched_yield, 0, 0, 0);
+			else
+				cpu_relax();
 			continue;
 		}
 		int64_t ns = atomic_load_explicit(&gp->cpuns, memory_order_relaxed);
