@@ -17,6 +17,9 @@
  *   fork       a forked child's thread clock starts again from 0 and moves on
  *   timer      timer_create on the thread's CPU clock: prints the result
  *              (native: ok; weft: ENOTSUP, docs/preload.md)
+ *   pingpong [0|1]  not a test: ns per hand-off between two threads on a
+ *              mutex and cond, 1: each read its clock first (under weft,
+ *              its clock is then kept: the cost of a kept G's switch)
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -80,6 +83,7 @@ static int64_t rusage_ns(void)
 
 static atomic_int stop;
 static int64_t spun, slept; /* each thread's clock moved by this much */
+static int64_t sleptru;     /* the sleeper's getrusage(RUSAGE_THREAD) moved by this much */
 
 static void *spinner(void *arg)
 {
@@ -101,7 +105,7 @@ static void *spinner(void *arg)
 static void *sleeper(void *arg)
 {
 	(void)arg;
-	int64_t t0 = self_cpu(), last = t0;
+	int64_t t0 = self_cpu(), last = t0, r0 = rusage_ns();
 	for (int i = 0; i < 40; i++) {
 		nap_us(5000);
 		int64_t t = self_cpu();
@@ -110,6 +114,7 @@ static void *sleeper(void *arg)
 		last = t;
 	}
 	slept = last - t0;
+	sleptru = rusage_ns() - r0;
 	return NULL;
 }
 
@@ -130,6 +135,9 @@ static void alternate(void)
 	if (slept * 4 > spun)
 		FAIL("sleeper's clock moved %lld ns, the spinner's %lld: it counts others' work",
 		     (long long)slept, (long long)spun);
+	if (sleptru * 4 > spun)
+		FAIL("sleeper's rusage moved %lld ns, the spinner's clock %lld", (long long)sleptru,
+		     (long long)spun);
 	if (spun + slept > proc)
 		FAIL("threads' clocks %lld + %lld > the process's CPU time %lld", (long long)spun,
 		     (long long)slept, (long long)proc);
@@ -316,6 +324,40 @@ static void timercase(void)
 	CHECK(pthread_join(t, NULL) == 0);
 }
 
+/* ---- pingpong (a measurement) ------------------------------------------------------- */
+
+static long turn, rounds = 100000;
+static int track;
+
+static void *side(void *arg)
+{
+	long me = (long)arg;
+	if (track)
+		(void)self_cpu();
+	pthread_mutex_lock(&mu);
+	for (long i = 0; i < rounds; i++) {
+		while ((turn & 1) != me)
+			pthread_cond_wait(&cv, &mu);
+		turn++;
+		pthread_cond_signal(&cv);
+	}
+	pthread_mutex_unlock(&mu);
+	return NULL;
+}
+
+static void pingpong(int tr)
+{
+	track = tr;
+	int64_t t0 = clk(CLOCK_MONOTONIC);
+	pthread_t a, b;
+	CHECK(pthread_create(&a, NULL, side, (void *)0L) == 0);
+	CHECK(pthread_create(&b, NULL, side, (void *)1L) == 0);
+	CHECK(pthread_join(a, NULL) == 0);
+	CHECK(pthread_join(b, NULL) == 0);
+	printf("pingpong track=%d ns_per_handoff=%.0f\n", tr,
+	       (double)(clk(CLOCK_MONOTONIC) - t0) / (2.0 * rounds));
+}
+
 int main(int argc, char **argv)
 {
 	const char *c = argc > 1 ? argv[1] : "";
@@ -331,8 +373,10 @@ int main(int argc, char **argv)
 		forkcase();
 	else if (!strcmp(c, "timer"))
 		timercase();
+	else if (!strcmp(c, "pingpong"))
+		pingpong(argc > 2 ? atoi(argv[2]) : 0);
 	else
-		FAIL("usage: cpuclock alternate|migrate|other|mainfirst|fork|timer");
+		FAIL("usage: cpuclock alternate|migrate|other|mainfirst|fork|timer|pingpong [0|1]");
 	fflush(stdout);
 	return 0;
 }
