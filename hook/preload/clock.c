@@ -29,7 +29,9 @@ static int gclock(clockid_t clk, int64_t *ns)
 		if (!gp || !gp->sigon)
 			return -1; /* a plain thread's own */
 	} else if (!gthr_isclock(clk)) {
-		return -1;
+		gp = gthr_mainclock(clk);
+		if (!gp)
+			return -1;
 	} else {
 		int e = gthr_clock(clk, &gp);
 		if (e)

@@ -93,6 +93,10 @@ int shim_once(pthread_once_t *o, void (*fn)(void)) HIDDEN;
  * EINVAL (no such thread now). */
 bool gthr_isclock(clockid_t clk) HIDDEN;
 int gthr_clock(clockid_t clk, struct g **gpp) HIDDEN;
+/* After a lazy start, the main G if clk is the id glibc gave main for
+ * its CPU clock before (from its tid, the process id: the kernel's clock
+ * of the real main thread, now weft's signal thread); else NULL. */
+struct g *gthr_mainclock(clockid_t clk) HIDDEN;
 
 /* Identity of the caller for owner checks: G id (> 0) or -tid. */
 int64_t shim_selfid(void) HIDDEN;

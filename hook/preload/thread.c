@@ -71,6 +71,10 @@ static struct gthr *gfree;
  * (gthr_main_alias). */
 static pthread_t mainalias;
 static struct gthr *mainrec;
+/* And the CPU clock id glibc gave main then (from its tid, the process
+ * id), which names the main G's clock from then on (gthr_mainclock);
+ * 0 none (an eager start, or a fork child, where it names no thread). */
+static clockid_t mainclk;
 
 /* Is *th a G's?  The main alias becomes its record's address. */
 static inline bool is_gthr(pthread_t *th)
@@ -420,6 +424,7 @@ void gthr_main_init(void)
 		sidg = gp;
 		mainrec = t;
 		mainalias = aliasnext;
+		mainclk = (clockid_t)((~(unsigned)getpid() << 3) | 6); /* make_thread_cpuclock */
 	}
 	gbind(t, gp);
 	sig_gstart(gp, sig_inherit(), true);
@@ -1025,6 +1030,11 @@ bool gthr_isclock(clockid_t clk)
 	return clk < 0 && (clk & 7) == GCLOCK_KIND;
 }
 
+struct g *gthr_mainclock(clockid_t clk)
+{
+	return mainclk && clk == mainclk ? mainrec->g : NULL;
+}
+
 int gthr_clock(clockid_t clk, struct g **gpp)
 {
 	*gpp = NULL;
@@ -1095,6 +1105,7 @@ void gthr_afterfork_child(void)
 	 * these when the process forked */
 	atomic_store(&glock.key, 0);
 	atomic_store(&nlive, 1);
+	mainclk = 0; /* main's old id names the parent's thread */
 	oncem = (weft_mutex_t)WEFT_MUTEX_INIT;
 	oncec = (weft_cond_t)WEFT_COND_INIT;
 }

@@ -13,7 +13,8 @@
  *              from here: it moves while that thread spins, stands still
  *              while it waits; of itself, the same clock as
  *              CLOCK_THREAD_CPUTIME_ID; clock_getres 1 ns
- *   mainfirst  main's clock keeps what main spent before its first thread
+ *   mainfirst  main's clock keeps what main spent before its first thread,
+ *              and the clock id main got then is still its clock after
  *   fork       a forked child's thread clock starts again from 0 and moves on
  *   timer      timer_create on the thread's CPU clock: prints the result
  *              (native: ok; weft: ENOTSUP, docs/preload.md)
@@ -256,6 +257,8 @@ static void *noop(void *arg)
 static void mainfirst(void)
 {
 	burn(30 * MS);
+	clockid_t me;
+	CHECK(pthread_getcpuclockid(pthread_self(), &me) == 0);
 	int64_t before = self_cpu();
 	pthread_t t;
 	CHECK(pthread_create(&t, NULL, noop, NULL) == 0); /* weft: main becomes a thread of its */
@@ -263,6 +266,14 @@ static void mainfirst(void)
 	if (after < before)
 		FAIL("main's clock went back at its first thread: %lld -> %lld", (long long)before,
 		     (long long)after);
+	/* the id main had before its first thread is still its clock */
+	int64_t a = clk(me);
+	burn(20 * MS);
+	int64_t b = clk(me);
+	if (a < before || b - a < 20 * MS)
+		FAIL("main's clock id from before its first thread: %lld, then %lld after 20 ms of "
+		     "work (its clock before: %lld)",
+		     (long long)a, (long long)b, (long long)before);
 	CHECK(pthread_join(t, NULL) == 0);
 	if (self_cpu() < after)
 		FAIL("main's clock went back after a join");
