@@ -83,6 +83,8 @@ static int64_t rusage_ns(void)
 /* ---- alternate ------------------------------------------------------------------------ */
 
 static atomic_int stop;
+static atomic_int chunks;   /* the spinner's 2 ms chunks so far */
+static int naps;            /* the sleeper's */
 static int64_t spun, slept; /* each thread's clock moved by this much */
 static int64_t sleptru;     /* the sleeper's getrusage(RUSAGE_THREAD) moved by this much */
 
@@ -92,6 +94,7 @@ static void *spinner(void *arg)
 	int64_t t0 = self_cpu();
 	while (!atomic_load(&stop)) {
 		burn(2 * MS);
+		atomic_fetch_add(&chunks, 1);
 		nap_us(100); /* lets the sleeper run on 1 P */
 	}
 	spun = self_cpu() - t0;
@@ -107,7 +110,9 @@ static void *sleeper(void *arg)
 {
 	(void)arg;
 	int64_t t0 = self_cpu(), last = t0, r0 = rusage_ns();
-	for (int i = 0; i < 40; i++) {
+	/* 40 naps at least, and until the spinner has burned 20 ms (however
+	 * little CPU a loaded machine gives it) */
+	for (naps = 0; naps < 40 || atomic_load(&chunks) < 10; naps++) {
 		nap_us(5000);
 		int64_t t = self_cpu();
 		if (t < last)
@@ -129,16 +134,18 @@ static void alternate(void)
 	atomic_store(&stop, 1);
 	CHECK(pthread_join(a, NULL) == 0);
 	int64_t proc = clk(CLOCK_PROCESS_CPUTIME_ID) - p0;
-	/* the sleeper did 40 sleeps' worth of calls; the spinner burned
-	 * CPU all along (at least its 2 ms chunks) */
-	if (spun < 4 * MS)
+	/* the spinner burned 10 chunks of 2 ms at least; the sleeper's own
+	 * work is a few calls per nap, far below 1 ms of CPU each (the
+	 * spinner burned ~2 ms between two of its naps) */
+	if (spun < 20 * MS)
 		FAIL("spinner's clock moved %lld ns only", (long long)spun);
-	if (slept * 4 > spun)
-		FAIL("sleeper's clock moved %lld ns, the spinner's %lld: it counts others' work",
-		     (long long)slept, (long long)spun);
-	if (sleptru * 4 > spun)
-		FAIL("sleeper's rusage moved %lld ns, the spinner's clock %lld", (long long)sleptru,
-		     (long long)spun);
+	if (slept > naps * MS)
+		FAIL("sleeper's clock moved %lld ns in %d naps, the spinner's %lld: it counts "
+		     "others' work",
+		     (long long)slept, naps, (long long)spun);
+	if (sleptru > naps * MS + MS) /* in us */
+		FAIL("sleeper's rusage moved %lld ns in %d naps, the spinner's clock %lld",
+		     (long long)sleptru, naps, (long long)spun);
 	if (spun + slept > proc)
 		FAIL("threads' clocks %lld + %lld > the process's CPU time %lld", (long long)spun,
 		     (long long)slept, (long long)proc);
