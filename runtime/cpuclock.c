@@ -54,15 +54,15 @@ static int64_t selfclock(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Open a write of gp's fields.  seq_cst: the odd value is visible before
- * the writer reads its M's clock, so a reader that read that clock later
+/* Open a write of gp's fields.  A seq_cst read-modify-write (a locked
+ * add: a full barrier on x86-64): the odd value is visible before the
+ * writer reads its M's clock, so a reader that read that clock later
  * (and would add a span the G was no longer on) sees the change and
- * retries; the reader's fence pairs with this one. */
+ * retries; the reader's fence pairs with it.  (An RMW, not a store and
+ * a fence: gcc's TSan build refuses the fence here.) */
 static inline void wbegin(struct g *gp)
 {
-	uint32_t s = atomic_load_explicit(&gp->cpuseq, memory_order_relaxed);
-	atomic_store_explicit(&gp->cpuseq, s + 1, memory_order_relaxed);
-	atomic_thread_fence(memory_order_seq_cst);
+	atomic_fetch_add_explicit(&gp->cpuseq, 1, memory_order_seq_cst);
 }
 
 /* Close it: release, the fields before the even value. */
@@ -138,7 +138,7 @@ int64_t gcpu_read(struct g *gp)
 		int64_t on = atomic_load_explicit(&gp->cpuon, memory_order_relaxed);
 		int32_t tid = atomic_load_explicit(&gp->cputid, memory_order_relaxed);
 		int64_t now = tid ? tidclock(tid) : 0;
-		/* pairs with wbegin's fence: if the writer's clock read came
+		/* pairs with wbegin's RMW: if the writer's clock read came
 		 * before ours, its odd cpuseq is seen here */
 		atomic_thread_fence(memory_order_seq_cst);
 		if (atomic_load_explicit(&gp->cpuseq, memory_order_relaxed) != s)
