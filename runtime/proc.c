@@ -565,9 +565,42 @@ void rt_thread_refused(int e)
 		     strerror(e));
 }
 
+/* startm found an idle P but no idle M, while an M is blocked in the
+ * netpoller (lastpoll == 0): rather than make one more OS thread, put
+ * the P back and break that M's poll; it takes an idle P when it wakes
+ * (findrunnable).  True if it will; false if it had already stopped
+ * polling, and the caller starts an M after all, for *ppp (an idle P,
+ * pp or another, taken again).
+ *
+ * No lost wake-up: we put pp back, then load lastpoll; the poller
+ * stores lastpoll, then takes an idle P (both seq_cst, pidleput and
+ * pidleget under sched.lock).  If our load still sees 0, its store comes
+ * later, so its pidleget sees pp (or another M took pp: it runs).
+ * Without this, a program whose Gs sleep on timers (the netpoller M
+ * blocks until the earliest) made a third M on 2 Ps at its first spawn
+ * after an M went idle (issue 16: threads while Gs park in weft_sleep).
+ * Ms parked on their notes are still preferred: mget comes first. */
+static bool startm_viapoller(struct p **ppp)
+{
+	if (atomic_load(&sched.lastpoll) != 0)
+		return false;
+	lock(&sched.lock);
+	pidleput(*ppp);
+	unlock(&sched.lock);
+	netpollbreak();
+	if (atomic_load(&sched.lastpoll) == 0)
+		return true;
+	/* the poller was back already: an idle P again, if one is left */
+	lock(&sched.lock);
+	*ppp = pidleget();
+	unlock(&sched.lock);
+	return *ppp == NULL; /* none: the M that took it runs it */
+}
+
 /* Start an M to run pp (or any idle P); spinning: it goes looking for work. */
 static void startm(struct p *pp, bool spinning)
 {
+	bool idle = pp == NULL;
 	lock(&sched.lock);
 	if (!pp) {
 		pp = pidleget();
@@ -580,6 +613,11 @@ static void startm(struct p *pp, bool spinning)
 	}
 	struct m *nm = mget();
 	unlock(&sched.lock);
+	if (!nm && idle && !pp->spare && startm_viapoller(&pp)) {
+		if (spinning)
+			atomic_fetch_sub(&sched.nmspinning, 1);
+		return;
+	}
 	if (!nm) {
 		if (newm(pp, spinning))
 			return;
@@ -877,7 +915,7 @@ static void gentry(void)
 	san_switch_finish(m, m->curg);
 	afterswitch(m);
 	struct g *gp = m->curg;
-	gp->rtdepth = 0;
+	rtdepth_set(gp, 0);
 	leaveruntime(m);
 	if (gp->owntls)
 		tls_gbegin(gp);
@@ -1148,7 +1186,7 @@ static void gprepare(struct g *gp, struct p *pp, const char *name)
 	gp->lockedm = NULL;
 	gp->lockcount = 0;
 	gp->errno_save = 0;
-	gp->rtdepth = 1;
+	rtdepth_set(gp, 1);
 	atomic_store_explicit(&gp->waitreason, W_NONE, memory_order_relaxed);
 	atomic_store_explicit(&gp->blocking, 0, memory_order_relaxed);
 	gp->tls = NULL;
@@ -1345,7 +1383,7 @@ int64_t rt_adopt(const char *name, char *lo, char *hi, char *althi, void (*then)
 	san_switch_finish(m, gp);
 	afterswitch(m);
 	errno = e;
-	gp->rtdepth = 0;
+	rtdepth_set(gp, 0);
 	leaveruntime(m);
 	return id;
 }
@@ -1462,7 +1500,7 @@ static void gpreempt(struct m *m)
 	atomic_fetch_and_explicit(&m->p->flags, ~PF_PREEMPT, memory_order_relaxed);
 	if (m->lockedg)
 		return;
-	gp->rtdepth = 1;
+	rtdepth_set(gp, 1);
 	struct g *next = nextg_fast(m, m->p);
 	if (next) {
 		atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
@@ -1470,7 +1508,7 @@ static void gpreempt(struct m *m)
 		m->aftergp = gp;
 		gswitch(m, gp, next);
 	}
-	gp->rtdepth = 0;
+	rtdepth_set(gp, 0);
 }
 
 void leaveruntime(struct m *m)

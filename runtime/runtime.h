@@ -148,7 +148,9 @@ struct g {
 	_Atomic uint8_t blocking; /* parked on something outside the runtime (netpoll, plain thread) */
 	uint16_t lockcount;       /* weft_lock_thread nesting */
 	int errno_save;           /* errno while switched out */
-	int32_t rtdepth;          /* > 0 while inside the runtime */
+	int32_t rtdepth;          /* > 0 while inside the runtime; written by the
+	                           * G's own M with rtdepth_set (relaxed atomic
+	                           * stores: sysmon reads it, sysmon.c) */
 	_Atomic uint64_t waitstate; /* (park seq << 2) | 0 waiting, 1 woken, 2 timed out,
 	                             * 3 interrupted (g_interrupt) */
 	int64_t id;               /* > 0, unique for the process lifetime */
@@ -508,15 +510,25 @@ void leaveruntime(struct m *m);
 /* Bracket runtime work on a G (a public call that may park, ready or
  * allocate): the first level checks sysmon's flags; nesting is a counter.
  * Returns the M (NULL on a plain thread). */
+/* Set g->rtdepth (its own M only: a plain store on x86; atomic for
+ * sysmon's reads, which need only some recent value). */
+static inline void rtdepth_set(struct g *gp, int32_t d)
+{
+	__atomic_store_n(&gp->rtdepth, d, __ATOMIC_RELAXED);
+}
 /* rt_enter/rt_leave for a caller that knows its M and running G. */
 static inline void rt_enter_g(struct m *m, struct g *gp)
 {
-	if (gp->rtdepth++ == 0 && unlikely(atomic_load_explicit(&m->p->flags, memory_order_relaxed)))
+	int32_t d = gp->rtdepth;
+	rtdepth_set(gp, d + 1);
+	if (d == 0 && unlikely(atomic_load_explicit(&m->p->flags, memory_order_relaxed)))
 		enterruntime(m);
 }
 static inline void rt_leave_g(struct m *m, struct g *gp)
 {
-	if (--gp->rtdepth == 0 &&
+	int32_t d = gp->rtdepth - 1;
+	rtdepth_set(gp, d);
+	if (d == 0 &&
 	    unlikely(atomic_load_explicit(&m->p->flags, memory_order_relaxed) & PF_PREEMPT))
 		leaveruntime(m);
 }

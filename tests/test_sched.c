@@ -465,6 +465,82 @@ Test(sched, million_parked, .timeout = 120)
 	cr_assert_eq(WEXITSTATUS(c.status), 0, "stdout: %s stderr: %s", c.out, c.err);
 }
 
+/* ---- a G readied while the only idle M blocks in the netpoller ------------------ */
+
+/* With a timer pending, an M that goes idle blocks in the netpoller until
+ * it (findrunnable), so it is on no idle list: a spawn that found the
+ * other P idle then made a third M for it (and Gs spawned to sleep, on a
+ * loaded machine, 4-6 threads on 2 Ps).  The spawn now breaks the poll
+ * and that M runs the P.  Each round: wait (spinning, not parking, so
+ * that our M stays) until the other P is idle with no M idle or
+ * spinning, i.e. its M polls; spawn; the Ms stay 2 (+ sysmon). */
+#define POLLER_ROUNDS 20
+static weft_wg_t poller_wg = WEFT_WG_INIT;
+
+static void poller_sleeper(void *arg)
+{
+	(void)arg;
+	weft_sleep(3600LL * 1000000000); /* the pending timer; never ends */
+}
+
+static void poller_short(void *arg)
+{
+	(void)arg;
+	weft_wg_done(&poller_wg);
+}
+
+/* Spin until the other P idles behind a polling M; false after 10 s. */
+static bool poller_wait_polling(void)
+{
+	weft_stats_t st;
+	int64_t end = now_ns() + 10LL * 1000000000;
+	while (now_ns() < end) {
+		if (weft_stats(&st) == 0 && st.idle_procs == 1 && st.idle_threads == 0 &&
+		    st.spinning_threads == 0)
+			return true;
+		weft_yield();
+	}
+	return false;
+}
+
+static int poller_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	weft_go(poller_sleeper, NULL);
+	weft_stats_t st;
+	int rounds = 0, maxthreads = 0;
+	for (int i = 0; i < POLLER_ROUNDS; i++) {
+		if (!poller_wait_polling())
+			break; /* not seen so again: a third M, idle (or a loaded machine) */
+		rounds++;
+		weft_wg_add(&poller_wg, 1);
+		weft_go(poller_short, NULL);
+		weft_wg_wait(&poller_wg);
+		if (weft_stats(&st) == 0 && st.threads > maxthreads)
+			maxthreads = st.threads;
+		if (maxthreads > 3)
+			break;
+	}
+	printf("%d rounds, at most %d threads\n", rounds, maxthreads);
+	if (rounds == 0)
+		return 10;
+	/* 2 Ms and sysmon */
+	return maxthreads <= 3 ? 0 : 11;
+}
+
+static int poller_child(void)
+{
+	return weft_main(poller_body, 0, NULL);
+}
+
+Test(sched, spawn_wakes_polling_m_not_a_new_one, .timeout = 60)
+{
+	struct child c;
+	run_child(&c, env_procs2, poller_child, 50);
+	cr_assert(WIFEXITED(c.status), "status %d, stderr: %s", c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "stdout: %s stderr: %s", c.out, c.err);
+}
+
 /* ---- a G that has not run yet holds no stack ------------------------------------ */
 
 #define QUEUED 50000
