@@ -309,6 +309,14 @@ struct p {
 	/* A G readied by the running G runs next, inheriting the time
 	 * slice.  Owner writes; stealers take it only as a last resort. */
 	struct g *_Atomic runnext;
+	/* The owner takes runnext with plain stores (proc.c runnext_take):
+	 * rntaking is 1 while it does (owner only), rnsteal counts stealers
+	 * about to CAS it, who first make every thread pass a full barrier
+	 * (membarrier), then wait for rntaking to be 0. */
+	_Atomic uint32_t rntaking;
+	_Atomic uint32_t rnsteal;
+	/* runnext taken so, for schedtrace (owner: load+store; relaxed) */
+	_Atomic uint64_t nrnplain;
 
 	struct g *gfree;          /* dead Gs with their stacks, for reuse */
 	int32_t gfreecnt;

@@ -370,10 +370,16 @@ static void schedtrace(int64_t now, int64_t start)
 		sw[2] += atomic_load_explicit(&m->nsw0g, memory_order_relaxed);
 		fs += atomic_load_explicit(&m->nfsload, memory_order_relaxed);
 	}
-	if (n > 0 && n < (int)sizeof buf - 96)
-		snprintf(buf + n, sizeof buf - n, " switches=%llu/%llu/%llu fsloads=%llu",
+	/* runnext taken without a locked instruction (proc.c runnext_take) */
+	uint64_t rnplain = 0;
+	int32_t nall = atomic_load_explicit(&nallp, memory_order_acquire);
+	for (int32_t i = 0; i < nall; i++)
+		rnplain += atomic_load_explicit(&allp[i]->nrnplain, memory_order_relaxed);
+	if (n > 0 && n < (int)sizeof buf - 128)
+		snprintf(buf + n, sizeof buf - n, " switches=%llu/%llu/%llu fsloads=%llu rnplain=%llu",
 			 (unsigned long long)sw[0], (unsigned long long)sw[1],
-			 (unsigned long long)sw[2], (unsigned long long)fs);
+			 (unsigned long long)sw[2], (unsigned long long)fs,
+			 (unsigned long long)rnplain);
 	warn("%s", buf);
 }
 
