@@ -853,7 +853,7 @@ static inline __attribute__((always_inline)) void runqput_yield(struct p *pp, st
 
 /* Run the deferred work of the context we just switched away from.  A
  * yield's (back on our queue) is done inline: it is the most frequent. */
-static inline void afterswitch(struct m *m)
+static inline __attribute__((always_inline)) void afterswitch(struct m *m)
 {
 	bool (*fn)(struct g *, void *) = m->afterfn;
 	if (fn) {
