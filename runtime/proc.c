@@ -1105,6 +1105,14 @@ static void ready(struct g *gp, bool next)
 	atomic_store_explicit(&gp->waitreason, W_NONE, memory_order_relaxed);
 	if (m && m->p) {
 		runqput(m->p, gp, next);
+		/* with one P, ours runs gp: no idle P to wake, and no point
+		 * in ending another M's kernel wait (kwait_wakeone: a seq_cst
+		 * fence per ready, 2 per channel round trip) to run it beside
+		 * us (a spare there ran an M stuck elsewhere) */
+		if (atomic_load_explicit(&sched.gomaxprocs, memory_order_relaxed) == 1) {
+			rt_leave();
+			return;
+		}
 	} else {
 		globrunqput(gp);
 	}
