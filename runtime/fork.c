@@ -50,6 +50,9 @@ static void resetp(struct p *pp)
 	atomic_store_explicit(&pp->runqhead, 0, memory_order_relaxed);
 	atomic_store_explicit(&pp->runqtail, 0, memory_order_relaxed);
 	atomic_store_explicit(&pp->runnext, NULL, memory_order_relaxed);
+	/* a take or steal of runnext (proc.c) that a parent thread was in */
+	atomic_store_explicit(&pp->rntaking, 0, memory_order_relaxed);
+	atomic_store_explicit(&pp->rnsteal, 0, memory_order_relaxed);
 	unlocked(&pp->timerslock);
 	for (int32_t i = 0; i < pp->ntimers; i++) {
 		pp->timers[i]->idx = -1;

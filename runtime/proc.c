@@ -27,6 +27,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <linux/membarrier.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,6 +224,89 @@ static inline __attribute__((always_inline)) struct g *runqget_ring(struct p *pp
 	}
 }
 
+/* runnext without a locked instruction (Dice, Lev and Moir's asymmetric
+ * Dekker idea; Linux's membarrier).  The owner stores rntaking = 1, then
+ * loads rnsteal, with no fence between; a stealer increments rnsteal,
+ * then makes every thread of the process pass a full barrier
+ * (membarrier: an IPI to the CPUs running them; a context switch for the
+ * others), then waits for rntaking == 0 before its CAS.  The owner's
+ * program has a point B, inside the stealer's membarrier, before which
+ * its stores are visible to the stealer and after which its loads see
+ * rnsteal: either its rntaking = 1 came before B (the stealer waits
+ * until its plain take is over and sees runnext NULL or a later G), or
+ * its load of rnsteal came after B and sees the stealer (it takes by
+ * CAS).  So the owner's common case costs two plain stores and a load,
+ * where it was a lock cmpxchg (~5.5 ns here); the price, a system call,
+ * is the stealer's, who takes runnext only as its last resort and after
+ * waiting ~2 us anyway.  Registered once before any M runs; without
+ * membarrier, every take is a CAS as before.  A registration is kept by
+ * a fork child (same mm) and dropped by exec. */
+static bool rnasym;
+
+static void rnasym_init(void)
+{
+	rnasym = sys3(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+/* Owner only: take runnext (NULL if empty). */
+static inline __attribute__((always_inline)) struct g *runnext_take(struct p *pp)
+{
+	struct g *next = atomic_load_explicit(&pp->runnext, memory_order_relaxed);
+	if (!next)
+		return NULL;
+	if (likely(rnasym)) {
+		atomic_store_explicit(&pp->rntaking, 1, memory_order_relaxed);
+		/* compiler only: the store-load order is the stealer's
+		 * membarrier's business (above) */
+		atomic_signal_fence(memory_order_seq_cst);
+		if (likely(atomic_load_explicit(&pp->rnsteal, memory_order_relaxed) == 0)) {
+			/* again: a stealer may have taken it before we said so */
+			next = atomic_load_explicit(&pp->runnext, memory_order_acquire);
+			if (next)
+				atomic_store_explicit(&pp->runnext, NULL, memory_order_relaxed);
+			atomic_signal_fence(memory_order_seq_cst);
+			/* release: a stealer that sees 0 sees runnext NULL */
+			atomic_store_explicit(&pp->rntaking, 0, memory_order_release);
+			if (next)
+				atomic_store_explicit(&pp->nrnplain,
+						      atomic_load_explicit(&pp->nrnplain,
+									   memory_order_relaxed) + 1,
+						      memory_order_relaxed);
+			return next;
+		}
+		atomic_store_explicit(&pp->rntaking, 0, memory_order_release);
+	}
+	if (atomic_compare_exchange_strong_explicit(&pp->runnext, &next, NULL,
+						    memory_order_acquire, memory_order_relaxed))
+		return next;
+	return NULL;
+}
+
+/* A stealer: take victim's runnext, expected to hold next.  1 taken, 0
+ * not (it changed: look again), -1 given up (the owner stayed in a plain
+ * take, descheduled; or no barrier could be had). */
+static int runnext_steal(struct p *victim, struct g *next)
+{
+	if (!rnasym)
+		return atomic_compare_exchange_strong_explicit(&victim->runnext, &next, NULL,
+							       memory_order_acquire,
+							       memory_order_relaxed);
+	atomic_fetch_add(&victim->rnsteal, 1); /* seq_cst, before the barrier */
+	int r = -1;
+	if (sys3(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) {
+		int i = 0;
+		/* acquire: its plain take (runnext = NULL) is seen after 0 */
+		while (atomic_load_explicit(&victim->rntaking, memory_order_acquire) && ++i < 1000)
+			cpu_relax();
+		if (i < 1000)
+			r = atomic_compare_exchange_strong_explicit(&victim->runnext, &next, NULL,
+								    memory_order_acquire,
+								    memory_order_relaxed);
+	}
+	atomic_fetch_sub_explicit(&victim->rnsteal, 1, memory_order_release);
+	return r;
+}
+
 /* Owner only: runnext, else the ring's head.  *inherit: gp came from
  * runnext.  ringfirst: the ring's head first (fairness: see nextg_fast). */
 static inline __attribute__((always_inline)) struct g *runqget_inl(struct p *pp, bool *inherit,
@@ -234,10 +318,8 @@ static inline __attribute__((always_inline)) struct g *runqget_inl(struct p *pp,
 			*inherit = false;
 		return gp;
 	}
-	struct g *next = atomic_load_explicit(&pp->runnext, memory_order_relaxed);
-	if (next && atomic_compare_exchange_strong_explicit(&pp->runnext, &next, NULL,
-							    memory_order_acquire,
-							    memory_order_relaxed)) {
+	struct g *next = runnext_take(pp);
+	if (next) {
 		if (inherit)
 			*inherit = true;
 		return next;
@@ -273,9 +355,10 @@ static uint32_t runqgrab(struct p *victim, struct g *_Atomic *batch, uint32_t bh
 			    P_IDLE)
 				for (int i = 0; i < 200; i++) /* ~2 us, no system call */
 					cpu_relax();
-			if (!atomic_compare_exchange_strong_explicit(&victim->runnext, &next, NULL,
-								     memory_order_acquire,
-								     memory_order_relaxed))
+			int r = runnext_steal(victim, next);
+			if (r < 0)
+				return 0;
+			if (r == 0)
 				continue;
 			atomic_store_explicit(&batch[bhead % RUNQ_SIZE], next, memory_order_relaxed);
 			return 1;
@@ -565,9 +648,42 @@ void rt_thread_refused(int e)
 		     strerror(e));
 }
 
+/* startm found an idle P but no idle M, while an M is blocked in the
+ * netpoller (lastpoll == 0): rather than make one more OS thread, put
+ * the P back and break that M's poll; it takes an idle P when it wakes
+ * (findrunnable).  True if it will; false if it had already stopped
+ * polling, and the caller starts an M after all, for *ppp (an idle P,
+ * pp or another, taken again).
+ *
+ * No lost wake-up: we put pp back, then load lastpoll; the poller
+ * stores lastpoll, then takes an idle P (both seq_cst, pidleput and
+ * pidleget under sched.lock).  If our load still sees 0, its store comes
+ * later, so its pidleget sees pp (or another M took pp: it runs).
+ * Without this, a program whose Gs sleep on timers (the netpoller M
+ * blocks until the earliest) made a third M on 2 Ps at its first spawn
+ * after an M went idle (issue 16: threads while Gs park in weft_sleep).
+ * Ms parked on their notes are still preferred: mget comes first. */
+static bool startm_viapoller(struct p **ppp)
+{
+	if (atomic_load(&sched.lastpoll) != 0)
+		return false;
+	lock(&sched.lock);
+	pidleput(*ppp);
+	unlock(&sched.lock);
+	netpollbreak();
+	if (atomic_load(&sched.lastpoll) == 0)
+		return true;
+	/* the poller was back already: an idle P again, if one is left */
+	lock(&sched.lock);
+	*ppp = pidleget();
+	unlock(&sched.lock);
+	return *ppp == NULL; /* none: the M that took it runs it */
+}
+
 /* Start an M to run pp (or any idle P); spinning: it goes looking for work. */
 static void startm(struct p *pp, bool spinning)
 {
+	bool idle = pp == NULL;
 	lock(&sched.lock);
 	if (!pp) {
 		pp = pidleget();
@@ -580,6 +696,11 @@ static void startm(struct p *pp, bool spinning)
 	}
 	struct m *nm = mget();
 	unlock(&sched.lock);
+	if (!nm && idle && !pp->spare && startm_viapoller(&pp)) {
+		if (spinning)
+			atomic_fetch_sub(&sched.nmspinning, 1);
+		return;
+	}
 	if (!nm) {
 		if (newm(pp, spinning))
 			return;
@@ -713,15 +834,32 @@ void injectglist(struct g *list)
 
 static bool after_runqput(struct g *gp, void *arg);
 
+/* Owner only: a G that yielded goes behind every G queued here; with none
+ * queued, into runnext, from which the next switch takes it without a
+ * locked instruction (runnext_take; the ring's head takes a CAS, since
+ * stealers take from the same end).  Same order: nothing else waits here.
+ * A G queued later goes before it: the next yield finds the ring not
+ * empty and goes to its tail (and every 61st switch the ring goes first). */
+static inline __attribute__((always_inline)) void runqput_yield(struct p *pp, struct g *gp)
+{
+	if (rnasym && !atomic_load_explicit(&pp->runnext, memory_order_relaxed) &&
+	    runqlen(pp) == 0) {
+		/* release: gp's state before a stealer's acquire (runqput_inl) */
+		atomic_store_explicit(&pp->runnext, gp, memory_order_release);
+		return;
+	}
+	runqput_inl(pp, gp, false);
+}
+
 /* Run the deferred work of the context we just switched away from.  A
  * yield's (back on our queue) is done inline: it is the most frequent. */
-static inline void afterswitch(struct m *m)
+static inline __attribute__((always_inline)) void afterswitch(struct m *m)
 {
 	bool (*fn)(struct g *, void *) = m->afterfn;
 	if (fn) {
 		m->afterfn = NULL;
 		if (fn == after_runqput)
-			runqput_inl(m->p, m->aftergp, false);
+			runqput_yield(m->p, m->aftergp);
 		else if (!fn(m->aftergp, m->afterarg))
 			goready(m->aftergp);
 	}
@@ -880,7 +1018,7 @@ static void gentry(void)
 	san_switch_finish(m, m->curg);
 	afterswitch(m);
 	struct g *gp = m->curg;
-	gp->rtdepth = 0;
+	rtdepth_set(gp, 0);
 	leaveruntime(m);
 	if (gp->owntls)
 		tls_gbegin(gp);
@@ -970,6 +1108,14 @@ static void ready(struct g *gp, bool next)
 	atomic_store_explicit(&gp->waitreason, W_NONE, memory_order_relaxed);
 	if (m && m->p) {
 		runqput(m->p, gp, next);
+		/* with one P, ours runs gp: no idle P to wake, and no point
+		 * in ending another M's kernel wait (kwait_wakeone: a seq_cst
+		 * fence per ready, 2 per channel round trip) to run it beside
+		 * us (a spare there ran an M stuck elsewhere) */
+		if (atomic_load_explicit(&sched.gomaxprocs, memory_order_relaxed) == 1) {
+			rt_leave();
+			return;
+		}
 	} else {
 		globrunqput(gp);
 	}
@@ -980,7 +1126,7 @@ static void ready(struct g *gp, bool next)
 static bool after_runqput(struct g *gp, void *arg)
 {
 	(void)arg;
-	runqput_inl(getm()->p, gp, false);
+	runqput_yield(getm()->p, gp);
 	return true;
 }
 
@@ -1151,7 +1297,7 @@ static void gprepare(struct g *gp, struct p *pp, const char *name)
 	gp->lockedm = NULL;
 	gp->lockcount = 0;
 	gp->errno_save = 0;
-	gp->rtdepth = 1;
+	rtdepth_set(gp, 1);
 	atomic_store_explicit(&gp->waitreason, W_NONE, memory_order_relaxed);
 	atomic_store_explicit(&gp->blocking, 0, memory_order_relaxed);
 	gp->tls = NULL;
@@ -1350,7 +1496,7 @@ int64_t rt_adopt(const char *name, char *lo, char *hi, char *althi, void (*then)
 	san_switch_finish(m, gp);
 	afterswitch(m);
 	errno = e;
-	gp->rtdepth = 0;
+	rtdepth_set(gp, 0);
 	leaveruntime(m);
 	return id;
 }
@@ -1467,7 +1613,7 @@ static void gpreempt(struct m *m)
 	atomic_fetch_and_explicit(&m->p->flags, ~PF_PREEMPT, memory_order_relaxed);
 	if (m->lockedg)
 		return;
-	gp->rtdepth = 1;
+	rtdepth_set(gp, 1);
 	struct g *next = nextg_fast(m, m->p);
 	if (next) {
 		atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
@@ -1475,7 +1621,7 @@ static void gpreempt(struct m *m)
 		m->aftergp = gp;
 		gswitch(m, gp, next);
 	}
-	gp->rtdepth = 0;
+	rtdepth_set(gp, 0);
 }
 
 void leaveruntime(struct m *m)
@@ -1945,6 +2091,7 @@ static void runtime_init_once(void)
 	envinit();
 	allocinit();
 	tls_g0keep_init(); /* before any M starts */
+	rnasym_init();     /* likewise */
 	stackinit();
 	netpollinit();
 	atomic_store(&coarsenow, nanotime());

@@ -151,7 +151,9 @@ struct g {
 	_Atomic uint8_t blocking; /* parked on something outside the runtime (netpoll, plain thread) */
 	uint16_t lockcount;       /* weft_lock_thread nesting */
 	int errno_save;           /* errno while switched out */
-	int32_t rtdepth;          /* > 0 while inside the runtime */
+	int32_t rtdepth;          /* > 0 while inside the runtime; written by the
+	                           * G's own M with rtdepth_set (relaxed atomic
+	                           * stores: sysmon reads it, sysmon.c) */
 	_Atomic uint64_t waitstate; /* (park seq << 2) | 0 waiting, 1 woken, 2 timed out,
 	                             * 3 interrupted (g_interrupt) */
 	int64_t id;               /* > 0, unique for the process lifetime */
@@ -338,6 +340,14 @@ struct p {
 	/* A G readied by the running G runs next, inheriting the time
 	 * slice.  Owner writes; stealers take it only as a last resort. */
 	struct g *_Atomic runnext;
+	/* The owner takes runnext with plain stores (proc.c runnext_take):
+	 * rntaking is 1 while it does (owner only), rnsteal counts stealers
+	 * about to CAS it, who first make every thread pass a full barrier
+	 * (membarrier), then wait for rntaking to be 0. */
+	_Atomic uint32_t rntaking;
+	_Atomic uint32_t rnsteal;
+	/* runnext taken so, for schedtrace (owner: load+store; relaxed) */
+	_Atomic uint64_t nrnplain;
 
 	struct g *gfree;          /* dead Gs with their stacks, for reuse */
 	int32_t gfreecnt;
@@ -539,15 +549,25 @@ void leaveruntime(struct m *m);
 /* Bracket runtime work on a G (a public call that may park, ready or
  * allocate): the first level checks sysmon's flags; nesting is a counter.
  * Returns the M (NULL on a plain thread). */
+/* Set g->rtdepth (its own M only: a plain store on x86; atomic for
+ * sysmon's reads, which need only some recent value). */
+static inline void rtdepth_set(struct g *gp, int32_t d)
+{
+	__atomic_store_n(&gp->rtdepth, d, __ATOMIC_RELAXED);
+}
 /* rt_enter/rt_leave for a caller that knows its M and running G. */
 static inline void rt_enter_g(struct m *m, struct g *gp)
 {
-	if (gp->rtdepth++ == 0 && unlikely(atomic_load_explicit(&m->p->flags, memory_order_relaxed)))
+	int32_t d = gp->rtdepth;
+	rtdepth_set(gp, d + 1);
+	if (d == 0 && unlikely(atomic_load_explicit(&m->p->flags, memory_order_relaxed)))
 		enterruntime(m);
 }
 static inline void rt_leave_g(struct m *m, struct g *gp)
 {
-	if (--gp->rtdepth == 0 &&
+	int32_t d = gp->rtdepth - 1;
+	rtdepth_set(gp, d);
+	if (d == 0 &&
 	    unlikely(atomic_load_explicit(&m->p->flags, memory_order_relaxed) & PF_PREEMPT))
 		leaveruntime(m);
 }

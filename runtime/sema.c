@@ -302,10 +302,15 @@ int weft_sleep(int64_t ns)
 	 * here would write through an __errno_location result cached from
 	 * before the park, i.e. into the old OS thread's errno.) */
 	int64_t deadline = nanotime() + ns;
+	/* in the runtime throughout: the timer's first allocation may wait
+	 * for the allocator's lock, and a G waiting so is not blocked in its
+	 * own code (sysmon lent a spare, one more thread, for such waits) */
+	rt_enter();
 	struct waiter w;
 	waiter_init(&w);
 	while (waiter_block(&w, NULL, NULL, W_SLEEP, deadline))
 		waiter_init(&w); /* nobody else wakes a sleeper; be safe anyway */
+	rt_leave();
 	return 0;
 }
 

@@ -82,7 +82,12 @@ static char threadstate(int tid)
  * tid in *tidp, or -1: no M, the scheduler (polling, sleeping until a
  * timer, or switching: the G it left is no longer G_RUNNING while it
  * finds and starts the next one, which may map and populate a stack
- * chunk), or the runtime's own lock, whose holder runs. */
+ * chunk), the runtime's own lock, whose holder runs, or the runtime
+ * (rtdepth > 0: allocating, making an M, mapping a stack; it takes a
+ * yield request as it leaves, and it blocks only on what other runtime
+ * code holds, so a spare lent around it adds a thread and gains nothing:
+ * on a loaded machine such Ms made 3-9 extra threads while Gs were spawned
+ * to sleep, issue 16). */
 static int64_t gthreadcpu(struct p *pp, int *tidp)
 {
 	/* P_RUNNING: its owner (or NULL if it let go meanwhile: relaxed, its
@@ -93,7 +98,8 @@ static int64_t gthreadcpu(struct p *pp, int *tidp)
 	 * (status) are seen after its making (malg's memset: TSan) */
 	struct g *gp = tid > 0 ? atomic_load_explicit(&m->curg, memory_order_acquire) : NULL;
 	if (!gp || atomic_load_explicit(&gp->status, memory_order_relaxed) != G_RUNNING ||
-	    atomic_load_explicit(&m->lockwait, memory_order_relaxed))
+	    atomic_load_explicit(&m->lockwait, memory_order_relaxed) ||
+	    __atomic_load_n(&gp->rtdepth, __ATOMIC_RELAXED) > 0)
 		return -1;
 	/* the kernel's per-thread CPU clock: CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED */
 	clockid_t cid = (clockid_t)((~(unsigned)tid << 3) | 6);
@@ -104,7 +110,7 @@ static int64_t gthreadcpu(struct p *pp, int *tidp)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static bool inkernel(struct p *pp, int64_t now)
+static bool inkernel(struct p *pp, int64_t now, uint32_t tick)
 {
 	int tid;
 	int64_t cpu = gthreadcpu(pp, &tid);
@@ -127,7 +133,16 @@ static bool inkernel(struct p *pp, int64_t now)
 	 * faults pages in or waits for the address-space lock while others
 	 * map stacks is busy, and taking it for blocked lends a spare per
 	 * such wait, which adds to the contention. */
-	return threadstate(tid) == 'S';
+	if (threadstate(tid) != 'S')
+		return false;
+	/* and still in the same G's own code: reading /proc takes long
+	 * enough for the M to have finished that G and gone to sleep in
+	 * its scheduler (idle on its note, or in the netpoller), and such
+	 * a sleep taken for a blocked G lent a spare, one more thread, to
+	 * a P that was about to run its queue itself (issue 16) */
+	int tid2;
+	return gthreadcpu(pp, &tid2) >= 0 && tid2 == tid &&
+	       atomic_load_explicit(&pp->schedtick, memory_order_relaxed) == tick;
 }
 
 /* pp is in a blocking call with Gs waiting behind it: if its M waits in
@@ -251,7 +266,7 @@ static int retake(int64_t now, int *watch)
 			continue;
 		}
 		/* blocked in a call weft does not see: as a blocking call */
-		bool unseen = !insys && inkernel(pp, now);
+		bool unseen = !insys && inkernel(pp, now, tick);
 		insys = insys || unseen;
 		/* already has a spare working for it; unless it is blocked in
 		 * such a call and its Gs still wait a while later (that spare's
@@ -355,10 +370,16 @@ static void schedtrace(int64_t now, int64_t start)
 		sw[2] += atomic_load_explicit(&m->nsw0g, memory_order_relaxed);
 		fs += atomic_load_explicit(&m->nfsload, memory_order_relaxed);
 	}
-	if (n > 0 && n < (int)sizeof buf - 96)
-		snprintf(buf + n, sizeof buf - n, " switches=%llu/%llu/%llu fsloads=%llu",
+	/* runnext taken without a locked instruction (proc.c runnext_take) */
+	uint64_t rnplain = 0;
+	int32_t nall = atomic_load_explicit(&nallp, memory_order_acquire);
+	for (int32_t i = 0; i < nall; i++)
+		rnplain += atomic_load_explicit(&allp[i]->nrnplain, memory_order_relaxed);
+	if (n > 0 && n < (int)sizeof buf - 128)
+		snprintf(buf + n, sizeof buf - n, " switches=%llu/%llu/%llu fsloads=%llu rnplain=%llu",
 			 (unsigned long long)sw[0], (unsigned long long)sw[1],
-			 (unsigned long long)sw[2], (unsigned long long)fs);
+			 (unsigned long long)sw[2], (unsigned long long)fs,
+			 (unsigned long long)rnplain);
 	warn("%s", buf);
 }
 

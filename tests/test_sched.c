@@ -465,6 +465,234 @@ Test(sched, million_parked, .timeout = 120)
 	cr_assert_eq(WEXITSTATUS(c.status), 0, "stdout: %s stderr: %s", c.out, c.err);
 }
 
+/* ---- a G readied while the only idle M blocks in the netpoller ------------------ */
+
+/* With a timer pending, an M that goes idle blocks in the netpoller until
+ * it (findrunnable), so it is on no idle list: a spawn that found the
+ * other P idle then made a third M for it (and Gs spawned to sleep, on a
+ * loaded machine, 4-6 threads on 2 Ps).  The spawn now breaks the poll
+ * and that M runs the P.  Each round: wait (spinning, not parking, so
+ * that our M stays) until the other P is idle with no M idle or
+ * spinning, i.e. its M polls; spawn; the Ms stay 2 (+ sysmon). */
+#define POLLER_ROUNDS 20
+static weft_wg_t poller_wg = WEFT_WG_INIT;
+
+static void poller_sleeper(void *arg)
+{
+	(void)arg;
+	weft_sleep(3600LL * 1000000000); /* the pending timer; never ends */
+}
+
+static void poller_short(void *arg)
+{
+	(void)arg;
+	weft_wg_done(&poller_wg);
+}
+
+/* Spin until the other P idles behind a polling M; false after 10 s. */
+static bool poller_wait_polling(void)
+{
+	weft_stats_t st;
+	int64_t end = now_ns() + 10LL * 1000000000;
+	while (now_ns() < end) {
+		if (weft_stats(&st) == 0 && st.idle_procs == 1 && st.idle_threads == 0 &&
+		    st.spinning_threads == 0)
+			return true;
+		weft_yield();
+	}
+	return false;
+}
+
+static int poller_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	weft_go(poller_sleeper, NULL);
+	weft_stats_t st;
+	int rounds = 0, maxthreads = 0;
+	for (int i = 0; i < POLLER_ROUNDS; i++) {
+		if (!poller_wait_polling())
+			break; /* not seen so again: a third M, idle (or a loaded machine) */
+		rounds++;
+		weft_wg_add(&poller_wg, 1);
+		weft_go(poller_short, NULL);
+		weft_wg_wait(&poller_wg);
+		if (weft_stats(&st) == 0 && st.threads > maxthreads)
+			maxthreads = st.threads;
+		if (maxthreads > 3)
+			break;
+	}
+	printf("%d rounds, at most %d threads\n", rounds, maxthreads);
+	if (rounds == 0)
+		return 10;
+	/* 2 Ms and sysmon */
+	return maxthreads <= 3 ? 0 : 11;
+}
+
+static int poller_child(void)
+{
+	return weft_main(poller_body, 0, NULL);
+}
+
+Test(sched, spawn_wakes_polling_m_not_a_new_one, .timeout = 60)
+{
+	struct child c;
+	run_child(&c, env_procs2, poller_child, 50);
+	cr_assert(WIFEXITED(c.status), "status %d, stderr: %s", c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "stdout: %s stderr: %s", c.out, c.err);
+}
+
+/* ---- runnext taken without a locked instruction --------------------------------- */
+
+/* Two Gs yielding in turn on one P: the yielder goes to runnext when
+ * nothing else is queued, and the next switch takes it with plain stores
+ * (proc.c runnext_take; before, every yield took the ring's head by CAS).
+ * Counted by schedtrace's rnplain=; the program then sleeps in short
+ * naps until sysmon has printed a few lines.  A channel ping-pong hands
+ * off through runnext the same way. */
+#define RN_YIELDS 20000
+#define RN_TRIPS 20000
+static weft_wg_t rn_wg = WEFT_WG_INIT;
+static weft_chan_t *rn_ping, *rn_pong;
+
+static void rn_yielder(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < RN_YIELDS; i++)
+		weft_yield();
+	weft_wg_done(&rn_wg);
+}
+
+static void rn_echo(void *arg)
+{
+	(void)arg;
+	long v;
+	while (weft_chan_recv(rn_ping, &v) == 1)
+		weft_chan_send(rn_pong, &v);
+	weft_wg_done(&rn_wg);
+}
+
+static int rn_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	weft_wg_add(&rn_wg, 2);
+	weft_go(rn_yielder, NULL);
+	weft_go(rn_yielder, NULL);
+	weft_wg_wait(&rn_wg);
+	rn_ping = weft_chan_make(sizeof(long), 0);
+	rn_pong = weft_chan_make(sizeof(long), 0);
+	weft_wg_add(&rn_wg, 1);
+	weft_go(rn_echo, NULL);
+	for (long i = 0; i < RN_TRIPS; i++) {
+		long v = i;
+		if (weft_chan_send(rn_ping, &v) != 0 || weft_chan_recv(rn_pong, &v) != 1 || v != i)
+			return 10;
+	}
+	weft_chan_close(rn_ping);
+	weft_wg_wait(&rn_wg);
+	/* sysmon prints every 5 ms (later on a loaded machine): give it
+	 * some 40 periods of our own time */
+	for (int i = 0; i < 40; i++)
+		weft_sleep(5 * 1000000);
+	return 0;
+}
+
+static int rn_child(void)
+{
+	return weft_main(rn_body, 0, NULL);
+}
+
+Test(sched, runnext_taken_without_lock, .timeout = 60)
+{
+	char *env[] = { "WEFT_MAXPROCS=1", "WEFT_DEBUG=schedtrace=5", NULL };
+	struct child c;
+	run_child(&c, env, rn_child, 50);
+	cr_assert(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0, "status %d, stderr: %s",
+		  c.status, c.err);
+	long last = -1;
+	for (const char *p = c.err; (p = strstr(p, " rnplain=")); p++)
+		last = atol(p + 9);
+	/* 40,000 yields and 2 hand-offs per round trip: nearly every one
+	 * took runnext so (a few go through the ring: the 61st switch) */
+	cr_assert(last >= (2 * RN_YIELDS + 2 * RN_TRIPS) * 9 / 10, "rnplain=%ld; stderr: %.2000s",
+		  last, c.err);
+}
+
+/* The plain take against stealers: 4 Ps on the machine's CPUs, pairs of
+ * Gs handing a token back and forth through unbuffered channels (each
+ * hand-off readies the peer into runnext, where idle Ms' last steal
+ * round may take it), each G checking that it never runs twice at once
+ * and every token arriving exactly once. */
+#define RNS_PAIRS 8
+#define RNS_TRIPS 20000
+struct rns_pair {
+	weft_chan_t *a, *b;
+	_Atomic int busy[2];
+	long got[2];
+};
+static struct rns_pair rns[RNS_PAIRS];
+static weft_wg_t rns_wg = WEFT_WG_INIT;
+static _Atomic int rns_bad;
+
+static void rns_side(struct rns_pair *p, int side)
+{
+	weft_chan_t *in = side ? p->a : p->b, *out = side ? p->b : p->a;
+	for (long i = 0; i < RNS_TRIPS; i++) {
+		long v = i;
+		if (side == 0 && weft_chan_send(out, &v) != 0)
+			atomic_store(&rns_bad, 1);
+		if (weft_chan_recv(in, &v) != 1 || v != i)
+			atomic_store(&rns_bad, 2);
+		if (atomic_exchange(&p->busy[side], 1) != 0) /* two Ms run us */
+			atomic_store(&rns_bad, 3);
+		p->got[side]++;
+		atomic_store(&p->busy[side], 0);
+		if (side == 1 && weft_chan_send(out, &v) != 0)
+			atomic_store(&rns_bad, 4);
+	}
+	weft_wg_done(&rns_wg);
+}
+
+static void rns_a(void *arg)
+{
+	rns_side(arg, 0);
+}
+
+static void rns_b(void *arg)
+{
+	rns_side(arg, 1);
+}
+
+static int rns_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	weft_wg_add(&rns_wg, 2 * RNS_PAIRS);
+	for (int i = 0; i < RNS_PAIRS; i++) {
+		rns[i].a = weft_chan_make(sizeof(long), 0);
+		rns[i].b = weft_chan_make(sizeof(long), 0);
+		weft_go(rns_b, &rns[i]);
+		weft_go(rns_a, &rns[i]);
+	}
+	weft_wg_wait(&rns_wg);
+	for (int i = 0; i < RNS_PAIRS; i++)
+		if (rns[i].got[0] != RNS_TRIPS || rns[i].got[1] != RNS_TRIPS)
+			return 11;
+	return atomic_load(&rns_bad) ? 20 + atomic_load(&rns_bad) : 0;
+}
+
+static int rns_child(void)
+{
+	return weft_main(rns_body, 0, NULL);
+}
+
+Test(sched, runnext_plain_take_vs_stealers, .timeout = 120)
+{
+	char *env[] = { "WEFT_MAXPROCS=4", NULL };
+	struct child c;
+	run_child(&c, env, rns_child, 110);
+	cr_assert(WIFEXITED(c.status), "status %d, stderr: %s", c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "stdout: %s stderr: %s", c.out, c.err);
+}
+
 /* ---- a G that has not run yet holds no stack ------------------------------------ */
 
 #define QUEUED 50000

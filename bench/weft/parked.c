@@ -25,7 +25,8 @@
  * Output: weft_parked_create_ns=<ns each, until all checked in>
  *         weft_parked_spawn_ns=<ns each, the spawn loop alone>
  *         weft_parked_rss_bytes=<bytes each> faults_per_g=<minor+major>
- *         user_ns_per_g=<> sys_ns_per_g=<> threads_max=<> procs=<> n=<N> mode=<wg|sleep>
+ *         user_ns_per_g=<> sys_ns_per_g=<> threads_max=<> procs=<>
+ *         syscall_handoffs=<> hog_handoffs=<> (Ps lent around a stuck M) n=<N> mode=<wg|sleep>
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,16 +113,18 @@ static int run(int argc, char **argv)
 	double el = now_s() - t0;
 	getrusage(RUSAGE_SELF, &ru1);
 	long rss1 = vm_rss_kib();
+	weft_stats(&st);
 	if (made == 0)
 		return 1;
 	double per = (double)made;
 	printf("weft_parked_create_ns=%.1f weft_parked_spawn_ns=%.1f weft_parked_rss_bytes=%.0f "
 	       "faults_per_g=%.3f user_ns_per_g=%.1f sys_ns_per_g=%.1f threads_max=%d procs=%d "
-	       "n=%ld mode=%s\n",
+	       "syscall_handoffs=%lld hog_handoffs=%lld n=%ld mode=%s\n",
 	       el * 1e9 / per, spawned * 1e9 / per, (double)(rss1 - rss0) * 1024 / per,
 	       (double)((ru1.ru_minflt - ru0.ru_minflt) + (ru1.ru_majflt - ru0.ru_majflt)) / per,
 	       (tv_ns(ru1.ru_utime) - tv_ns(ru0.ru_utime)) / per,
-	       (tv_ns(ru1.ru_stime) - tv_ns(ru0.ru_stime)) / per, threads, weft_maxprocs(0), made,
+	       (tv_ns(ru1.ru_stime) - tv_ns(ru0.ru_stime)) / per, threads, weft_maxprocs(0),
+	       (long long)st.syscall_handoffs, (long long)st.hog_handoffs, made,
 	       sleepmode ? "sleep" : "wg");
 	fflush(stdout);
 	if (sleepmode)
