@@ -76,6 +76,7 @@ struct sfile {
 	FILE *file;     /* the cookie FILE itself (its lock, below) */
 	FILE **std;     /* &stdin or &stdout if it stands for one (stdio_std), else NULL */
 	FILE *orig;     /* then glibc's static FILE it stands in for */
+	bool fixed;     /* a std stream's record (stdsfile), never freed */
 	struct wdata wd; /* its wide-character area (fdopen's FILEs have one) */
 };
 
@@ -356,7 +357,8 @@ static void std_gone(struct sfile *s)
 static void sfree(struct sfile *s)
 {
 	std_gone(s);
-	rtfree(s);
+	if (!s->fixed)
+		rtfree(s);
 }
 
 /* fclose/pclose (under the fclose hook's bookkeeping and entersyscall). */
@@ -432,16 +434,26 @@ static void prog_free(void *p)
 	((void (*)(void *))resolve_default(&real_pfree, "free"))(p);
 }
 
+static FILE *wrap_in(struct sfile *s, int fd, const char *cmode, FILE *proc, size_t bufsz,
+		     struct sfile **sp);
+
 /* A cookie FILE over fd (proc: popen's FILE) with a bufsz buffer, or
  * unbuffered as glibc's stderr if bufsz is 0; NULL with errno set
  * (ENOMEM); *sp its record if sp. */
 static FILE *wrap(int fd, const char *cmode, FILE *proc, size_t bufsz, struct sfile **sp)
 {
-	struct sfile *s = rtalloc(sizeof *s);
+	return wrap_in(rtalloc(sizeof(struct sfile)), fd, cmode, proc, bufsz, sp);
+}
+
+/* wrap with s for its record (zeroed; rtfree'd when done unless fixed). */
+static FILE *wrap_in(struct sfile *s, int fd, const char *cmode, FILE *proc, size_t bufsz,
+		     struct sfile **sp)
+{
 	char *buf = bufsz ? prog_malloc(bufsz) : NULL; /* glibc's to free, as its own */
 	FILE *f = NULL;
 	if (!s || (bufsz && !buf) || !(f = fopencookie(s, cmode, s_funcs))) {
-		rtfree(s);
+		if (s && !s->fixed)
+			rtfree(s);
 		if (buf)
 			prog_free(buf);
 		errno_set(ENOMEM);
@@ -586,13 +598,19 @@ HOOK FILE *fopen64(const char *path, const char *mode)
  * that one blocks the OS thread, as glibc's FILEs do); on a pipe's
  * write end it cannot and writes through stderr. */
 
+/* The std streams' records: static, so that a process whose stream is
+ * a pipe does not start the runtime's allocator in the shim's
+ * constructor (~70 page faults in each of a shell's children). */
+static struct sfile stdsfile[3];
+
 static void std_one(FILE **var, FILE *orig, int fd, const char *mode, bool unbuffered)
 {
 	size_t bufsz;
 	if (*var != orig || orig->_IO_buf_base || orig->_mode != 0 || !pollable(fd, &bufsz))
 		return;
-	struct sfile *s;
-	FILE *c = wrap(fd, mode, NULL, unbuffered ? 0 : bufsz, &s);
+	struct sfile *s = &stdsfile[fd];
+	s->fixed = true; /* not the allocator's to free */
+	FILE *c = wrap_in(s, fd, mode, NULL, unbuffered ? 0 : bufsz, NULL);
 	if (!c)
 		return;
 	if (atomic_load_explicit(&layout, memory_order_relaxed) <= 0) {
