@@ -27,8 +27,9 @@
  * that differ between threads are a security hole.
  *
  * Before the runtime has started (no thread but main), glibc's own.
- * Not here: glibc's internal callers (initgroups calls setgroups inside
- * libc; posix_spawn's POSIX_SPAWN_RESETIDS runs in a child alone).
+ * initgroups is made here too (glibc's calls setgroups inside libc).
+ * Not here: posix_spawn's POSIX_SPAWN_RESETIDS (it runs in a child
+ * alone).
  */
 #include "shim.h"
 
@@ -293,4 +294,40 @@ HOOK int setgroups(size_t n, const gid_t *g)
 	if (!rt_started() || shim_native)
 		return REAL(setgroups)(n, g);
 	return setxid(SYS_setgroups, (long)n, (long)g, 0);
+}
+
+/* initgroups: glibc's calls its setgroups inside libc, where no hook
+ * sees it; the same, with the list from getgrouplist (glibc's NSS
+ * lookup) and setgroups above.  Apache's and cron's children call it
+ * after fork, where the runtime is already up. */
+DEFREAL(initgroups);
+
+HOOK int initgroups(const char *user, gid_t group)
+{
+	if (!rt_started() || shim_native)
+		return REAL(initgroups)(user, group);
+	long max = sysconf(_SC_NGROUPS_MAX);
+	int n = 64;
+	for (;;) {
+		gid_t *g = rtalloc(sizeof *g * (size_t)n);
+		if (!g) {
+			errno_set(ENOMEM);
+			return -1;
+		}
+		int want = n;
+		if (getgrouplist(user, group, g, &want) >= 0) {
+			/* glibc gives setgroups at most NGROUPS_MAX of them */
+			int r = setgroups(max > 0 && want > max ? (size_t)max : (size_t)want, g);
+			int e = errno_get();
+			rtfree(g);
+			errno_set(e);
+			return r;
+		}
+		rtfree(g);
+		if (want <= n) { /* no count to grow to: glibc says so as ENOMEM */
+			errno_set(ENOMEM);
+			return -1;
+		}
+		n = want;
+	}
 }

@@ -223,6 +223,7 @@ static void drop_ids(bool root)
 {
 	if (root) {
 		gid_t g = 65534;
+		CHECK(initgroups("nobody", 65534) == 0); /* glibc's calls setgroups inside */
 		CHECK(setgroups(1, &g) == 0);
 		CHECK(setresgid(65534, 65534, 65534) == 0);
 		CHECK(setgid(65534) == 0);
