@@ -9,7 +9,8 @@
  *   WEFT_MAXTHREADS  OS threads weft may make, 2..16384 (default 10000): past it,
  *                    fatal (threads blocked in calls weft does not see each hold one)
  *   WEFT_DEBUG       comma-separated: schedtrace=<ms>, sigquit=continue, g0keep=0, kwait=0 (a G's
- *                    poll/select/epoll_wait always parks, never waits in the kernel)
+ *                    poll/select/epoll_wait always parks, never waits in the kernel), stderr=0
+ *                    (the shim leaves stderr glibc's: hook/preload/stdio.c)
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -94,6 +95,8 @@ static void debugopts(const char *s)
 			weftenv.nokwait = tok[6] == '0';
 		} else if (!strcmp(tok, "g0keep=0") || !strcmp(tok, "g0keep=1")) {
 			weftenv.nog0keep = tok[7] == '0';
+		} else if (!strcmp(tok, "stderr=0") || !strcmp(tok, "stderr=1")) {
+			/* the shim's: stderr stays glibc's (hook/preload/stdio.c) */
 		} else if (!strncmp(tok, "clockset=", 9)) {
 			if (parse_int(tok + 9, -86400, 86400, &v) == 0)
 				weftenv.clockset_ns = (int64_t)v * 1000000000;

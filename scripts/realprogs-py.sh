@@ -6,13 +6,15 @@
 #
 #   scripts/realprogs-py.sh [MODULE...]   default: the thread/IO-heavy list below
 #   RP_PROCS="2 1"  RP_TIMEOUT=900  RP_DIR=/tmp/weft-rp-py  PY=/usr/bin/python3  RP_USE=network (regrtest -u)
+#   WEFT=path/to/weft (default: $BUILD/bin/weft; a copy keeps a run apart from rebuilds)
+#   RP_MATCH="-m pattern ..." (regrtest selection, e.g. a subset of a big module)
 #
 # One line per run: module, mode, exit status, seconds, and the counts of
 # test cases ok / FAIL / ERROR / skipped (from unittest's -v lines); then
 # the cases whose result differs from the native run.
 set -u
 BUILD=${BUILD:-build}
-weft=$(cd "$(dirname "$0")/.." && pwd)/$BUILD/bin/weft
+weft=${WEFT:-$(cd "$(dirname "$0")/.." && pwd)/$BUILD/bin/weft}
 [ -x "$weft" ] || { echo "realprogs-py: $weft not built"; exit 1; }
 py=${PY:-/usr/bin/python3}
 "$py" -c 'import test.support' 2>/dev/null || { echo "realprogs-py: skipped (apt-get install libpython3.11-testsuite)"; exit 0; }
@@ -25,14 +27,33 @@ mods=${*:-test_threading test_thread test_threadsignals test_socket test_selecto
 	test_concurrent_futures test_socketserver test_ssl test_time test_fork1 test_wait3 test_wait4}
 
 # result lines of unittest -v: "test_x (mod.Class.test_x) ... ok" -> "mod.Class.test_x ok";
-# the closing "ERROR: test_x (mod.Class.test_x)" / "FAIL: ..." lines count too (a line
-# the test's own output broke has no verdict of its own) and win over "ok"
+# a case whose line the test's own output broke ("... <a warning>" then "ok"
+# alone on a later line) takes the next verdict line that stands alone; the
+# closing "ERROR: test_x (mod.Class.test_x)" / "FAIL: ..." lines count too
+# and win over "ok"
 results() {
-	{
-		sed -n 's/^\([a-zA-Z_0-9]*\) (\([^)]*\))\(.*\)\.\.\. *\(ok\|FAIL\|ERROR\|skipped\|expected failure\|unexpected success\).*/\2 \4/p' "$1" |
-			sed 's/ expected failure/ xfail/; s/ unexpected success/ usuccess/'
-		sed -n 's/^\(ERROR\|FAIL\): [a-zA-Z_0-9]* (\([^)]*\)).*/\2 \1/p' "$1"
-	} | awk '{ if (!($1 in r) || $2 == "FAIL" || $2 == "ERROR") r[$1] = $2 } END { for (k in r) print k, r[k] }' | sort
+	awk '
+	function verdict(v) {
+		if (v ~ /^(ok|FAIL|ERROR)$/) return v
+		if (v ~ /^skipped/) return "skipped"
+		if (v ~ /^expected failure/) return "xfail"
+		if (v ~ /^unexpected success/) return "usuccess"
+		return ""
+	}
+	function put(k, v) { if (!(k in r) || v == "FAIL" || v == "ERROR") r[k] = v }
+	match($0, /^[a-zA-Z_0-9]+ \([^)]*\)/) && index($0, " ... ") {
+		k = substr($0, RSTART, RLENGTH); sub(/^[^(]*\(/, "", k); sub(/\)$/, "", k)
+		v = verdict(substr($0, index($0, " ... ") + 5))
+		if (v != "") { put(k, v); pending = "" } else pending = k
+		next
+	}
+	/^(ERROR|FAIL): [a-zA-Z_0-9]+ \([^)]*\)/ {
+		k = $0; sub(/^[^(]*\(/, "", k); sub(/\).*/, "", k); put(k, $1 == "ERROR:" ? "ERROR" : "FAIL"); next
+	}
+	pending != "" && verdict($0) != "" && $0 !~ / / || pending != "" && $0 ~ /^(skipped|expected failure|unexpected success)/ {
+		put(pending, verdict($0)); pending = ""
+	}
+	END { for (k in r) print k, r[k] }' "$1" | sort
 }
 
 bad=0
@@ -42,7 +63,7 @@ for m in $mods; do
 		pre=()
 		[ "$mode" = native ] || pre=("$weft" run --procs "$mode" --)
 		t0=$(date +%s.%N)
-		(cd "$d" && timeout -k 10 "$tmo" "${pre[@]}" "$py" -m test -v -u "${RP_USE:-network}" --timeout $((tmo - 30)) "$m") \
+		(cd "$d" && timeout -k 10 "$tmo" "${pre[@]}" "$py" -m test -v -u "${RP_USE:-network}" --timeout $((tmo - 30)) ${RP_MATCH:-} "$m") \
 			>"$d/$m.$mode.log" 2>&1
 		st=$?
 		t1=$(date +%s.%N)

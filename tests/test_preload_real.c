@@ -56,3 +56,14 @@ Test(real, sigwait_takes_a_blocked_ignored_signal, .timeout = 300)
 {
 	real("sigwait_ignored", NULL, 1);
 }
+
+/* setuid, setgid, setgroups and the rest with threads running, in a
+ * child of fork and in the process itself (CPython's test_subprocess
+ * test_extra_groups; daemons dropping root): every OS thread has the
+ * new ids.  glibc's own signals every thread it knows and waits for each
+ * to change its ids; under weft it took the caller's own OS thread for
+ * another and spun forever (hook/preload/setxid.c). */
+Test(real, setuid_on_every_thread, .timeout = 120)
+{
+	real("setxid", "8", 1);
+}

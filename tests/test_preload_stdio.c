@@ -201,3 +201,49 @@ Test(stdio, wide_characters, .timeout = 300)
 {
 	pcase("wide");
 }
+
+/* stderr over a pipe (2>&1 | tee, a supervisor capturing it): 50 threads
+ * log 60 lines each, up to 3,000 bytes, by fprintf, fputs, fwrite and
+ * vfprintf into a pipe the parent drains 509 bytes at a time only once
+ * every writer is stuck: every line whole and there once, in order per
+ * writer.  While the pipe is full no OS thread is blocked in write(2)
+ * and at most procs + 8 (+ spares) exist: the writer parks, and lets the
+ * FILE's lock go, so the others park too instead of each blocking an OS
+ * thread in glibc's lock (WEFT_DEBUG=stderr=0, stderr glibc's: 55-65). */
+Test(stdio, stderr_pipe_many_writers, .timeout = 300)
+{
+	const char *a[] = { h_prog("stdiosock"), "errpipe", "50", NULL };
+	h_run(&N, a, NULL, NULL, 120);
+	cr_assert_eq(h_code(&N), 0, "natively: %s%s", N.out, N.err);
+	cr_assert(strstr(N.out, "ok errpipe"), "natively: %s%s", N.out, N.err);
+	for (int procs = 1; procs <= 2; procs++) {
+		h_shim_run(&R, procs, a, NULL, NULL, 120);
+		cr_assert_eq(h_code(&R), 0, "procs %d: %s%s", procs, R.out, R.err);
+		cr_expect(strstr(R.out, "ok errpipe"), "procs %d: %s%s", procs, R.out, R.err);
+		cr_expect_eq(h_field(R.out, "inwrite"), 0,
+			     "procs %d: an OS thread blocked in write(2): %s", procs, R.out);
+		long w = h_field(R.out, "waiting_threads");
+		cr_expect(w >= 1 && w <= procs + 8 + HOGSPARES(procs),
+			  "procs %d: %ld OS threads while stderr's pipe is full: %s", procs, w, R.out);
+	}
+}
+
+/* stderr and stdout on one pipe (2>&1): fprintf, fputs, fputc, putc,
+ * fwrite, vfprintf, perror (first call too), warn, warnx, psignal, error
+ * (flushes stdout first), write(2), setvbuf line, full and unbuffered,
+ * fd 2 dup2'd to a file and closed under it (EBADF, ferror), wide calls:
+ * byte for byte what comes natively. */
+Test(stdio, stderr_calls_and_order_as_natively, .timeout = 300)
+{
+	const char *a[] = { h_prog("stdiosock"), "errorder", NULL };
+	h_run(&N, a, NULL, NULL, 60);
+	cr_assert_eq(h_code(&N), 0, "natively: %s%s", N.out, N.err);
+	cr_assert(strstr(N.out, "child perror: exited 1 status 0"), "natively: %s", N.out);
+	for (int procs = 1; procs <= 2; procs++) {
+		h_shim_run(&R, procs, a, NULL, NULL, 60);
+		cr_assert_eq(h_code(&R), 0, "procs %d: %s", procs, R.err);
+		cr_expect(R.nout == N.nout && !memcmp(R.out, N.out, N.nout),
+			  "procs %d: differs (%zu bytes, natively %zu):\n%s", procs, R.nout, N.nout,
+			  R.out);
+	}
+}

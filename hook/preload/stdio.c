@@ -32,17 +32,22 @@
  * whose close is glibc's pclose of the original (close the fd, wait for
  * the child): pclose and fclose of it return the child's status.
  *
- * Also: fopen of a FIFO by name, stdin and stdout when they are sockets,
- * pipes or FIFOs (replaced at the shim's start), freopen of a FILE made
- * here.  Not: stderr, freopen of a FIFO by name (docs/hooks.md).
+ * Also: fopen of a FIFO by name, stdin, stdout and stderr when they are
+ * sockets, pipes or FIFOs (replaced at the shim's start; stderr stays
+ * unbuffered), freopen of a FILE made here.  Not: freopen of a FIFO by
+ * name (docs/hooks.md).
  */
 #include "shim.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 DEFREAL(fdopen);
@@ -58,9 +63,10 @@ struct wdata {
 	const void *vtable; /* _wide_vtable: &_IO_wfile_jumps, as fdopen's */
 };
 
-/* glibc's FILE flag for a buffer the program gave (libio/libio.h): glibc
- * does not free it. */
+/* glibc's FILE flags (libio/libio.h): a buffer the program gave (glibc
+ * does not free it); an unbuffered stream. */
 #define IO_USER_BUF 0x0001
+#define IO_UNBUFFERED 0x0002
 
 /* What a cookie FILE made here carries. */
 struct sfile {
@@ -70,6 +76,7 @@ struct sfile {
 	FILE *file;     /* the cookie FILE itself (its lock, below) */
 	FILE **std;     /* &stdin or &stdout if it stands for one (stdio_std), else NULL */
 	FILE *orig;     /* then glibc's static FILE it stands in for */
+	bool fixed;     /* a std stream's record (stdsfile), never freed */
 	struct wdata wd; /* its wide-character area (fdopen's FILEs have one) */
 };
 
@@ -116,6 +123,83 @@ static void lock_back(struct iolock *l)
 		__atomic_store_n(&l->owner, thread_self(), __ATOMIC_RELAXED);
 }
 
+/*
+ * A FILE many threads write - stderr above all - has a second problem:
+ * while the G parks holding the lock, every other thread that calls
+ * into the FILE waits for it in glibc's own lock code, a futex system
+ * call no hook sees: one OS thread blocked per waiting writer (50
+ * threads logging into a full pipe: 56-65 OS threads with the lock
+ * only lent, procs + 8 with it let go).  So a write that may park lets
+ * the lock go first and takes it back after, when that cannot change
+ * what any call writes (droppable, lock_drop):
+ *   - a write of up to PIPE_BUF bytes that finds a pipe or FIFO full:
+ *     such a write is whole or not at all, so no other call's bytes can
+ *     come between its own (a longer one, or one on a socket, which may
+ *     be cut anywhere, parks holding the lock);
+ *   - the lock is held once (cnt 1): one stdio call, not a program's
+ *     flockfile around several (warn, a caller's own) - those park
+ *     holding it, their output kept together as natively;
+ *   - the bytes are not in the FILE's buffer (another call would reuse
+ *     it): glibc writes an unbuffered stream's call from its own buffer
+ *     (vfprintf's helper, the caller's string), a fputc from the FILE's
+ *     one-byte buffer (that one keeps the lock), and a full buffer
+ *     from the buffer (kept);
+ *   - nothing waits in the buffer (the calls in between would go first).
+ * glibc updates the FILE only after the write returns (new_do_write:
+ * the pointers go back to the buffer's start, as they already are), so
+ * a call that ran in between leaves it as it found it.  What changes is
+ * only which of two threads' calls comes first, which the lock never
+ * fixed.
+ * A thread cancelled in the write exits without the lock, as glibc's
+ * cleanup would leave it.
+ */
+
+/* The lock taken back (lock_drop let it go): glibc's trylock (0 -> 1),
+ * the G sleeping between tries: the holder may be a G parked on a full
+ * pipe, and glibc's wait would block the OS thread.  A thread waiting in
+ * glibc's lock set it to 2 and is woken by the holder's unlock, or
+ * sets 2 again after this took it: no wake is lost. */
+static void lock_retake(struct iolock *l)
+{
+	int64_t ns = 10000;
+	for (;;) {
+		int zero = 0;
+		/* acquire: the FILE's state as the last holder left it */
+		if (__atomic_compare_exchange_n(&l->lock, &zero, 1, false, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED))
+			break;
+		weft_sleep(ns);
+		if (ns < 1000000)
+			ns *= 2;
+	}
+	__atomic_store_n(&l->owner, thread_self(), __ATOMIC_RELAXED);
+	l->cnt = 1;
+}
+
+/* May a write of buf[0..n) on s let the FILE's lock go (the rules
+ * above)?  On a G holding it once, nothing in the buffer, buf not in it. */
+static bool droppable(struct sfile *s, const char *buf, size_t n)
+{
+	FILE *f = s->file;
+	struct iolock *l = hook_g() && f ? (struct iolock *)f->_lock : NULL;
+	return l && __atomic_load_n(&l->owner, __ATOMIC_RELAXED) == thread_self() && l->cnt == 1 &&
+	       f->_IO_write_ptr == f->_IO_write_base &&
+	       !(f->_IO_buf_base && buf < f->_IO_buf_end && buf + n > f->_IO_buf_base);
+}
+
+/* s's FILE lock let go (droppable said so), for lock_retake. */
+static struct iolock *lock_drop(struct sfile *s)
+{
+	struct iolock *l = (struct iolock *)s->file->_lock;
+	l->cnt = 0;
+	__atomic_store_n(&l->owner, NULL, __ATOMIC_RELAXED);
+	/* release: what this call did to the FILE before the next holder,
+	 * as glibc's unlock; 2 means a thread may wait in the futex */
+	if (__atomic_exchange_n(&l->lock, 0, __ATOMIC_RELEASE) > 1)
+		sys3(SYS_futex, &l->lock, FUTEX_WAKE_PRIVATE, 1);
+	return l;
+}
+
 /* glibc's cookie vtable, seen on the first FILE made here: a FILE with
  * it is a cookie FILE (ours, or the program's own fopencookie). */
 static const void *_Atomic cookie_vtable;
@@ -152,7 +236,7 @@ struct ctail {
 #define CLOCK_OFF (CTAIL_OFF + sizeof(struct ctail))
 
 extern const char _IO_wfile_jumps[];     /* glibc's wide file vtable (exported) */
-extern FILE _IO_2_1_stdin_, _IO_2_1_stdout_; /* what stdin/stdout point to at first */
+extern FILE _IO_2_1_stdin_, _IO_2_1_stdout_, _IO_2_1_stderr_; /* what the std streams point to at first */
 
 static _Atomic int layout; /* 0 unchecked, 2 being checked, 1 as above, -1 not: byte-only */
 /* The functions as glibc keeps them in each cookie FILE made here
@@ -211,13 +295,37 @@ static ssize_t s_read(void *c, char *buf, size_t n)
 static ssize_t s_write(void *c, const char *buf, size_t n)
 {
 	struct sfile *s = c;
-	struct iolock *l = lock_lend(s);
+	struct iolock *d = NULL, *l = NULL;
 	size_t done = 0;
+	if (n <= PIPE_BUF && droppable(s, buf, n)) {
+		/* one try without waiting, with the lock (the hook's own first
+		 * try on a pipe); only if it finds a pipe full is the lock let
+		 * go: up to PIPE_BUF bytes are then written whole or not at
+		 * all, so nobody's bytes can come between this call's */
+		struct iovec v = { (void *)buf, n };
+		long r = sys6(SYS_pwritev2, s->fd, (long)&v, 1, -1, 0, RWF_NOWAIT);
+		struct stat st;
+		if (r >= 0)
+			done = (size_t)r; /* all; on another kind of file maybe a part */
+		else if (r == -EAGAIN && sys3(SYS_fstat, s->fd, &st, 0) == 0 && S_ISFIFO(st.st_mode))
+			d = lock_drop(s);
+		else if (r == -EPIPE || r == -EFBIG) { /* its signal is sent: not twice */
+			(void)sysret(r);
+			return 0;
+		} /* else (no such try on this file, ...): the hook's write says */
+	}
+	if (!d)
+		l = lock_lend(s);
 	while (done < n) {
 		ssize_t r = write(s->fd, buf + done, n - done); /* weft's hook */
 		if (r <= 0)
 			break;
 		done += (size_t)r;
+	}
+	if (d) {
+		int e = errno_get();
+		lock_retake(d);
+		errno_set(e);
 	}
 	lock_back(l);
 	return (ssize_t)done;
@@ -249,7 +357,8 @@ static void std_gone(struct sfile *s)
 static void sfree(struct sfile *s)
 {
 	std_gone(s);
-	rtfree(s);
+	if (!s->fixed)
+		rtfree(s);
 }
 
 /* fclose/pclose (under the fclose hook's bookkeeping and entersyscall). */
@@ -325,15 +434,26 @@ static void prog_free(void *p)
 	((void (*)(void *))resolve_default(&real_pfree, "free"))(p);
 }
 
+static FILE *wrap_in(struct sfile *s, int fd, const char *cmode, FILE *proc, size_t bufsz,
+		     struct sfile **sp);
+
 /* A cookie FILE over fd (proc: popen's FILE) with a bufsz buffer, or
- * NULL with errno set (ENOMEM); *sp its record if sp. */
+ * unbuffered as glibc's stderr if bufsz is 0; NULL with errno set
+ * (ENOMEM); *sp its record if sp. */
 static FILE *wrap(int fd, const char *cmode, FILE *proc, size_t bufsz, struct sfile **sp)
 {
-	struct sfile *s = rtalloc(sizeof *s);
-	char *buf = prog_malloc(bufsz); /* glibc's to free, as a buffer it allocated */
+	return wrap_in(rtalloc(sizeof(struct sfile)), fd, cmode, proc, bufsz, sp);
+}
+
+/* wrap with s for its record (zeroed; rtfree'd when done unless fixed). */
+static FILE *wrap_in(struct sfile *s, int fd, const char *cmode, FILE *proc, size_t bufsz,
+		     struct sfile **sp)
+{
+	char *buf = bufsz ? prog_malloc(bufsz) : NULL; /* glibc's to free, as its own */
 	FILE *f = NULL;
-	if (!s || !buf || !(f = fopencookie(s, cmode, s_funcs))) {
-		rtfree(s);
+	if (!s || (bufsz && !buf) || !(f = fopencookie(s, cmode, s_funcs))) {
+		if (s && !s->fixed)
+			rtfree(s);
 		if (buf)
 			prog_free(buf);
 		errno_set(ENOMEM);
@@ -349,8 +469,17 @@ static FILE *wrap(int fd, const char *cmode, FILE *proc, size_t bufsz, struct sf
 	 * close, freopen, a later setvbuf), and a wide stream's buffer sized
 	 * as glibc sizes it for its own (BUFSIZ wide characters, where a
 	 * user buffer's size would be taken) */
-	setvbuf(f, buf, _IOFBF, bufsz);
-	f->_flags &= ~IO_USER_BUF;
+	if (bufsz) {
+		setvbuf(f, buf, _IOFBF, bufsz);
+		f->_flags &= ~IO_USER_BUF;
+	} else {
+		/* glibc's stderr as it starts (libio/stdfiles.c): unbuffered,
+		 * no buffer yet - a byte stream takes the one-byte _shortbuf at
+		 * its first call (so every call is one write of all it
+		 * formatted), a wide one a buffer of its own, as glibc's does
+		 * (_IO_doallocbuf, _IO_wdoallocbuf) */
+		f->_flags |= IO_UNBUFFERED;
+	}
 	const void *vt = NULL;
 	atomic_compare_exchange_strong(&cookie_vtable, &vt, vtable_of(f));
 	if (layout_check(f, s) && !proc) {
@@ -446,24 +575,42 @@ HOOK FILE *fopen64(const char *path, const char *mode)
 	return FROM_SHIM() || shim_native ? f : fopen_fifo(f, mode);
 }
 
-/* ---- stdin and stdout ---------------------------------------------------------------
- * glibc's stdin and stdout are static FILEs (_IO_2_1_stdin_, ...) that
- * read and write through its internal calls.  At the shim's start,
- * before the program's constructors (C++'s iostreams take stdout's value
- * there), a stream whose fd is a socket, a pipe or a FIFO gets a cookie
- * FILE made as fdopen's is, and the variable stdin/stdout (the one every
- * caller reads, the program's copy-relocated one included) points to
- * it.  stderr stays glibc's: unbuffered, and the runtime's own fatal
- * reports write through it (they must not park).  Only a stream glibc
- * has not touched yet (no buffer, unoriented) is replaced. */
+/* ---- stdin, stdout and stderr ----------------------------------------------------------
+ * glibc's std streams are static FILEs (_IO_2_1_stdin_, ...) that read
+ * and write through its internal calls.  At the shim's start, before the
+ * program's constructors (C++'s iostreams take their values there), a
+ * stream whose fd is a socket, a pipe or a FIFO gets a cookie FILE made
+ * as fdopen's is, and the variable stdin/stdout/stderr (the one every
+ * caller reads, the program's copy-relocated one and glibc's own
+ * perror, err, warn, psignal and assert among them) points to it.
+ * Only a stream glibc has not touched yet (no buffer, unoriented) is
+ * replaced.
+ *
+ * stderr's stays unbuffered, as glibc's: each call is one write of all
+ * it formatted (vfprintf formats an unbuffered stream's output in a
+ * buffer of its own first), so lines reach a pipe whole and in the same
+ * order with stdout's as natively; a G whose write finds the pipe full
+ * parks instead of holding its OS thread (a logging program under a
+ * supervisor that reads its stderr slowly).  The runtime's own messages
+ * never use it (raw write(2)); its dumps do, from inside the runtime,
+ * where the write is libc's own and blocks.  glibc's perror writes
+ * through a FILE of its own over a dup of fd 2 when it can (a socket:
+ * that one blocks the OS thread, as glibc's FILEs do); on a pipe's
+ * write end it cannot and writes through stderr. */
 
-static void std_one(FILE **var, FILE *orig, int fd, const char *mode)
+/* The std streams' records: static, so that a process whose stream is
+ * a pipe does not start the runtime's allocator in the shim's
+ * constructor (~70 page faults in each of a shell's children). */
+static struct sfile stdsfile[3];
+
+static void std_one(FILE **var, FILE *orig, int fd, const char *mode, bool unbuffered)
 {
 	size_t bufsz;
 	if (*var != orig || orig->_IO_buf_base || orig->_mode != 0 || !pollable(fd, &bufsz))
 		return;
-	struct sfile *s;
-	FILE *c = wrap(fd, mode, NULL, bufsz, &s);
+	struct sfile *s = &stdsfile[fd];
+	s->fixed = true; /* not the allocator's to free */
+	FILE *c = wrap_in(s, fd, mode, NULL, unbuffered ? 0 : bufsz, NULL);
 	if (!c)
 		return;
 	if (atomic_load_explicit(&layout, memory_order_relaxed) <= 0) {
@@ -476,12 +623,27 @@ static void std_one(FILE **var, FILE *orig, int fd, const char *mode)
 	*var = c;
 }
 
+/* WEFT_DEBUG=stderr=0: stderr stays glibc's (a measurement's "before";
+ * env.c accepts the word and leaves it to the shim, which reads it here
+ * in its constructor, before the runtime reads WEFT_DEBUG). */
+static bool stderr_off(void)
+{
+	const char *d = getenv("WEFT_DEBUG");
+	size_t n = strlen("stderr=0");
+	for (const char *p = d; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (!strncmp(p, "stderr=0", n) && (p[n] == 0 || p[n] == ','))
+			return true;
+	return false;
+}
+
 void stdio_std(void)
 {
 	if (shim_native)
 		return;
-	std_one(&stdin, &_IO_2_1_stdin_, 0, "r");
-	std_one(&stdout, &_IO_2_1_stdout_, 1, "w");
+	std_one(&stdin, &_IO_2_1_stdin_, 0, "r", false);
+	std_one(&stdout, &_IO_2_1_stdout_, 1, "w", false);
+	if (!stderr_off())
+		std_one(&stderr, &_IO_2_1_stderr_, 2, "w", true);
 }
 
 /* ---- freopen -------------------------------------------------------------------------

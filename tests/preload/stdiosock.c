@@ -24,6 +24,14 @@
  *                             closing the fd and failing when its flush
  *                             does, popen "w"
  *
+ *   stdiosock errpipe N       N threads log lines to stderr, a pipe their
+ *                             parent drains only once every writer is
+ *                             stuck in it: every line whole and once
+ *   stdiosock errorder        stderr's calls (fprintf, fputs, perror, warn,
+ *                             psignal, error, setvbuf, wide) with stdout on
+ *                             one pipe, fd 2 dup2'd over and closed: all
+ *                             that came, for comparing with a native run
+ *
  * Each case prints "ok CASE" and, unless -q, " max_threads=T
  * waiting_threads=W": the most OS threads (/proc/self/task) seen while it
  * ran, sampled every ms by a thread of its own, and the count once every
@@ -51,6 +59,10 @@
 #include <unistd.h>
 #include <locale.h>
 #include <wchar.h>
+#include <err.h>
+#include <error.h>
+#include <stdarg.h>
+#include <stdint.h>
 
 #include "check.h"
 
@@ -870,6 +882,270 @@ static void *wideout_thread(void *arg)
 	return NULL;
 }
 
+/* ---- stderr over a pipe a slow reader drains ------------------------------------------
+ * The program logs from many threads to stderr, which a supervisor (here
+ * the parent) reads slowly: every writer soon finds the pipe full. */
+
+#define ERR_LINES 60 /* lines per writer, up to ~3,000 bytes each */
+
+/* Line i of writer id: "T<id> L<i> " then (id * 131 + i * 977) % 3000
+ * pattern bytes and '\n' - at most PIPE_BUF, so one write natively. */
+static int err_line(char *buf, size_t cap, int id, int i)
+{
+	int k = snprintf(buf, cap, "T%03d L%04d ", id, i);
+	int n = (id * 131 + i * 977) % 3000;
+	for (int j = 0; j < n; j++)
+		buf[k + j] = pat(id + i, j);
+	buf[k + n] = '\n';
+	buf[k + n + 1] = 0;
+	return k + n + 1;
+}
+
+static int err_vprint(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+static void *err_writer(void *arg)
+{
+	int id = (int)(intptr_t)arg;
+	char line[4096];
+	arrive(); /* about to log into a pipe that fills and is not read yet */
+	for (int i = 0; i < ERR_LINES; i++) {
+		int k = err_line(line, sizeof line, id, i);
+		switch (i % 4) { /* one write per call natively, each way */
+		case 0:
+			CHECK(fprintf(stderr, "%s", line) == k);
+			break;
+		case 1:
+			CHECK(fputs(line, stderr) >= 0);
+			break;
+		case 2:
+			CHECK(fwrite(line, 1, (size_t)k, stderr) == (size_t)k);
+			break;
+		default:
+			CHECK(err_vprint("T%03d %.*s", id, k - 5, line + 5) == k);
+		}
+	}
+	return NULL;
+}
+
+/* The child: stderr a pipe nobody reads yet, fd 3 a pipe to its parent;
+ * n threads log ERR_LINES lines each; once all are stuck, "inwrite=W
+ * waiting_threads=T" on fd 3 (natively W = n: an OS thread blocked in
+ * write(2) per writer; under the shim none, they park). */
+static int errchild_case(int n)
+{
+	pthread_t *t = calloc((size_t)n, sizeof *t);
+	CHECK(t);
+	for (int i = 0; i < n; i++)
+		CHECK(pthread_create(&t[i], NULL, err_writer, (void *)(intptr_t)i) == 0);
+	open_gate(n);
+	char msg[128];
+	int k = snprintf(msg, sizeof msg, "inwrite=%d waiting_threads=%d\n", in_syscall(1, 2), waited);
+	write_all(3, msg, (size_t)k);
+	close(3);
+	for (int i = 0; i < n; i++)
+		CHECK(pthread_join(t[i], NULL) == 0);
+	free(t);
+	return 0;
+}
+
+/* The parent: runs "errchild n" with stderr and fd 3 pipes, reads its
+ * report, then drains its stderr 509 bytes at a time and checks it: every
+ * line whole (in any order between writers, in order for each) and every
+ * byte there once. */
+static int errpipe_case(int n)
+{
+	int err[2], ctl[2];
+	CHECK(pipe2(err, O_CLOEXEC) == 0 && pipe2(ctl, O_CLOEXEC) == 0);
+	fflush(stdout);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		if (dup2(err[1], 2) < 0 || dup2(ctl[1], 3) < 0)
+			_exit(126);
+		char ns[16];
+		snprintf(ns, sizeof ns, "%d", n);
+		execl("/proc/self/exe", "stdiosock", "errchild", ns, "-q", (char *)NULL);
+		_exit(127);
+	}
+	close(err[1]), close(ctl[1]);
+	char rep[128];
+	size_t got = 0;
+	ssize_t k;
+	while (got < sizeof rep - 1 && (k = read(ctl[0], rep + got, sizeof rep - 1 - got)) > 0)
+		got += (size_t)k;
+	rep[got] = 0;
+	close(ctl[0]);
+	CHECK(strchr(rep, '\n'));
+	size_t cap = (size_t)n * ERR_LINES * 3100, len = 0;
+	char *all = malloc(cap + 1);
+	CHECK(all);
+	while ((k = read(err[0], all + len, cap - len < 509 ? cap - len : 509)) > 0)
+		len += (size_t)k;
+	CHECK(k == 0);
+	all[len] = 0;
+	close(err[0]);
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	int *next = calloc((size_t)n, sizeof *next); /* each writer's next line */
+	char want[4096];
+	CHECK(next);
+	for (char *p = all; p < all + len;) {
+		int id, i;
+		if (sscanf(p, "T%d L%d ", &id, &i) != 2 || id < 0 || id >= n)
+			FAIL("stderr at byte %zu: %.40s", (size_t)(p - all), p);
+		if (i != next[id])
+			FAIL("writer %d: line %d where %d was due", id, i, next[id]);
+		int w = err_line(want, sizeof want, id, i);
+		if ((size_t)w > len - (size_t)(p - all) || memcmp(p, want, (size_t)w))
+			FAIL("writer %d line %d not whole: %.60s", id, i, p);
+		next[id]++;
+		p += w;
+	}
+	for (int id = 0; id < n; id++)
+		if (next[id] != ERR_LINES)
+			FAIL("writer %d: %d lines of %d", id, next[id], ERR_LINES);
+	free(next);
+	free(all);
+	printf("%s", rep); /* the child's figures, then "ok errpipe" */
+	return 0;
+}
+
+/* ---- stderr's calls, order with stdout, and fd 2 changed under it ----------------------
+ * Run with stdout and stderr on one pipe (2>&1), from a thread; the
+ * parent copies what came to its stdout, which the test compares byte
+ * for byte with a native run. */
+static void *errorder_thread(void *arg)
+{
+	(void)arg;
+	printf("fwide %d unbuffered %d\n", fwide(stderr, 0), stderr->_flags & 2);
+	fprintf(stderr, "e1 %d\n", 1);
+	printf("o1\n"); /* buffered: comes at the flush */
+	write(2, "W1\n", 3);
+	fputs("e2\n", stderr);
+	fputc('e', stderr);
+	putc('3', stderr);
+	fwrite("\n", 1, 1, stderr);
+	err_vprint("e4 %s\n", "vfprintf");
+	errno = ENOENT;
+	perror("perror");
+	perror(NULL);
+	errno = EACCES;
+	warn("warn %d", 5);
+	warnx("warnx %d", 6);
+	psignal(SIGTERM, "psignal");
+	error(0, EPIPE, "error %d", 7); /* flushes stdout first */
+	printf("o2 ");
+	fflush(stdout);
+	/* other buffering, set by the program */
+	setvbuf(stderr, NULL, _IOLBF, 0);
+	fprintf(stderr, "lb-a ");
+	write(2, "W2\n", 3);
+	fprintf(stderr, "lb-b\n");
+	static char buf[64];
+	setvbuf(stderr, buf, _IOFBF, sizeof buf);
+	for (int i = 0; i < 20; i++)
+		fprintf(stderr, "fb %d\n", i);
+	write(2, "W3\n", 3);
+	fflush(stderr);
+	setvbuf(stderr, NULL, _IONBF, 0);
+	fprintf(stderr, "nb %s\n", "again");
+	/* fd 2 made a file, then closed: as natively */
+	char path[] = "/tmp/stdiosock-errXXXXXX";
+	int fd = mkstemp(path), save = dup(2);
+	CHECK(fd >= 0 && save >= 0);
+	CHECK(dup2(fd, 2) == 2);
+	fprintf(stderr, "into the file %d\n", 8);
+	perror("perror to the file");
+	char fb[256] = { 0 };
+	CHECK(pread(fd, fb, sizeof fb - 1, 0) > 0);
+	printf("file: %s", fb);
+	close(2);
+	errno = 0;
+	int r = fprintf(stderr, "to nowhere\n");
+	printf("closed: r=%d errno=%d ferror=%d\n", r, errno, ferror(stderr) != 0);
+	clearerr(stderr);
+	CHECK(dup2(save, 2) == 2);
+	close(save), close(fd), unlink(path);
+	fprintf(stderr, "back %d\n", 9);
+	printf("o3\n");
+	return NULL;
+}
+
+/* A fresh stderr made wide: wide calls, perror and psignal on it. */
+static void *errwide_thread(void *arg)
+{
+	(void)arg;
+	CHECK(setlocale(LC_ALL, "C.UTF-8"));
+	printf("fwide %d\n", fwide(stderr, 0));
+	fflush(stdout);
+	CHECK(fwprintf(stderr, L"wide %d \u00e9t\u00e9\n", 10) > 0);
+	printf("fwide %d byte call %d\n", fwide(stderr, 0), fprintf(stderr, "refused\n"));
+	fflush(stdout);
+	CHECK(fputws(L"wide again \u20ac\n", stderr) >= 0);
+	CHECK(fputwc(L'\u00fc', stderr) == L'\u00fc' && fputwc(L'\n', stderr) == L'\n');
+	errno = ENOENT;
+	perror("wide perror");
+	psignal(SIGINT, "wide psignal");
+	printf("o4\n");
+	return NULL;
+}
+
+/* A fresh stderr's first call perror: glibc tries a FILE of its own over
+ * a dup of fd 2 (perror must not orient stderr) - "w+" on a pipe's write
+ * end fails, so it writes through stderr. */
+static void *errperror_thread(void *arg)
+{
+	(void)arg;
+	errno = ENOENT;
+	perror("first perror");
+	printf("fwide %d\n", fwide(stderr, 0));
+	return NULL;
+}
+
+static void errorder_one(const char *what);
+
+/* The parent: this program's "errorderchild WHAT" with fd 1 and 2 one
+ * pipe, for WHAT bytes, wide, perror; what came, on stdout. */
+static int errorder_case(void)
+{
+	for (int i = 0; i < 3; i++)
+		errorder_one((const char *[]){ "bytes", "wide", "perror" }[i]);
+	return 0;
+}
+
+static void errorder_one(const char *what)
+{
+	int p[2];
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
+	fflush(stdout);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		if (dup2(p[1], 1) < 0 || dup2(p[1], 2) < 0)
+			_exit(126);
+		execl("/proc/self/exe", "stdiosock", "errorderchild", what, (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	char buf[4096];
+	ssize_t k;
+	while ((k = read(p[0], buf, sizeof buf)) > 0)
+		write_all(1, buf, (size_t)k);
+	CHECK(k == 0);
+	close(p[0]);
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid);
+	printf("child %s: exited %d status %d\n", what, WIFEXITED(st), WEXITSTATUS(st));
+}
+
 /* ---- fopen of a FIFO by name -------------------------------------------------------- */
 
 static char fifodir[64];
@@ -1078,6 +1354,16 @@ int main(int argc, char **argv)
 		r = in_thread(order_thread);
 	else if (!strcmp(c, "wideout"))
 		r = in_thread(wideout_thread);
+	else if (!strcmp(c, "errpipe") && n > 0)
+		r = errpipe_case(n);
+	else if (!strcmp(c, "errchild") && n > 0)
+		r = errchild_case(n);
+	else if (!strcmp(c, "errorder"))
+		r = errorder_case();
+	else if (!strcmp(c, "errorderchild") && argc > 2)
+		r = in_thread(!strcmp(argv[2], "wide")	   ? errwide_thread
+			      : !strcmp(argv[2], "perror") ? errperror_thread
+							   : errorder_thread);
 	else if (!strcmp(c, "fifo") && n > 0)
 		r = fifo_case(n);
 	else if (!strcmp(c, "reopen"))
@@ -1090,9 +1376,10 @@ int main(int argc, char **argv)
 	stop = true;
 	pthread_mutex_unlock(&mu);
 	pthread_join(s, NULL);
-	if (!strcmp(c, "order") || !strcmp(c, "wideout"))
+	if (!strcmp(c, "order") || !strcmp(c, "wideout") || !strcmp(c, "errorderchild") ||
+	    !strcmp(c, "errorder"))
 		return r; /* their output is compared whole */
-	if (!strcmp(c, "stdchild"))
+	if (!strcmp(c, "stdchild") || !strcmp(c, "errchild"))
 		return r; /* its stdout is its parent's to check */
 	if (quiet)
 		printf("ok %s\n", c);
@@ -1101,6 +1388,6 @@ int main(int argc, char **argv)
 	return r;
 usage:
 	fprintf(stderr, "usage: stdiosock server|getline|fread|slowwriter|popen|fifo N [-q] | "
-			"misc|std|order|wideout|reopen|wide\n");
+			"misc|std|order|wideout|reopen|wide|errorder | errpipe N\n");
 	return 2;
 }
