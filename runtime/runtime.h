@@ -197,6 +197,9 @@ struct g {
 	void *tcb;                /* its own TCB (the FS base it runs on), or
 	                           * NULL: it runs on its M's TLS */
 	void *tcbfork;            /* its TCB while it forks on its M's (tls.c) */
+	void *tlsmem;             /* its block's own allocation when not at its
+	                           * stack top (tls.c, after a dlopen took static
+	                           * TLS), or NULL */
 };
 
 /* ---- M ---------------------------------------------------------------- */
@@ -656,7 +659,12 @@ struct tlsinfo {
 	size_t size;         /* static TLS area with the TCB (glibc's) */
 	size_t align;        /* its alignment */
 	size_t tcbsize;      /* sizeof(struct pthread) */
-	size_t reserve;      /* bytes a G's block takes at its stack top */
+	size_t reserve;      /* bytes a G's block takes at its stack top: the TCB,
+	                      * the static TLS in use (no surplus), alignment */
+	size_t fullreserve;  /* a block with the whole static area (surplus
+	                      * included) and the resolver state */
+	size_t used;         /* static TLS the modules use, below the TCB */
+	bool resdead;        /* a G's resolver state in jemalloc's dead tsd */
 	long off_tid;        /* offsetof(struct pthread, tid) */
 	long off_specific;   /* offsetof(struct pthread, specific) */
 	long off_list;       /* offsetof(struct pthread, list) */
