@@ -691,6 +691,8 @@ void tls_forkleave(void);           /* ... then the G's again (parent, child) */
 void tls_forkchild(void);           /* in a fork child: the cache pool reset */
 void *tls_movemain(void);           /* the real main thread to a fresh block */
 extern int rt_tls_default;          /* WEFT_TLS when unset: 1 under the shim */
+extern bool rt_mutex_threadstarve;  /* plain-thread waiters may switch a mutex to
+                                     * hand-off (sync.c); off: WEFT_PTHREADS=native */
 
 void tls_g0keep_init(void);         /* decide g0keep (runtime start) */
 void tls_mstart(struct m *m);       /* on a new M: its GS base (g0keep) */
