@@ -223,8 +223,8 @@ static inline bool mcas(weft_mutex_t *m, int32_t *old, int32_t new)
  * mutexes let a running thread take the lock over a woken one, and
  * handing it instead to one sleeping thread of hundreds at each unlock (a
  * futex wake, then a wait for the kernel to run that thread) made 512
- * real threads on 8 mutexes 9-20x slower than glibc on this 2-CPU VM
- * (docs/preload.md, WEFT_PTHREADS=native). */
+ * real threads on 8 mutexes 9-20x slower than glibc on this 2-CPU VM;
+ * without it, within noise of glibc (docs/preload.md, WEFT_PTHREADS=native). */
 bool rt_mutex_threadstarve = true;
 
 static void mutex_lockslow(weft_mutex_t *m)
