@@ -689,6 +689,8 @@ void tls_gfree(struct g *gp);       /* gp dead and off its M: its block freed */
 void tls_forkenter(void);           /* fork runs on the M's own TCB ... */
 void tls_forkleave(void);           /* ... then the G's again (parent, child) */
 void tls_forkchild(void);           /* in a fork child: the cache pool reset */
+void tls_forkprepare(void);         /* the shim's fork: no G in dl_iterate_phdr ... */
+void tls_forkdone(void);            /* ... until it is done (parent, child) */
 void *tls_movemain(void);           /* the real main thread to a fresh block */
 extern int rt_tls_default;          /* WEFT_TLS when unset: 1 under the shim */
 extern bool rt_mutex_threadstarve;  /* plain-thread waiters may switch a mutex to

@@ -654,15 +654,32 @@ static bool used_fresh(struct tlsused *u)
  * this look and gives it static TLS before this G's _dl_allocate_tls
  * would still write below the block: a window of a few instructions
  * against a whole dlopen, not closed.) */
+static struct lock grewlock; /* dl_iterate_phdr calls; held across fork */
+
+/* The shim's fork (atfork handlers): no G is inside dl_iterate_phdr when
+ * the child is made.  glibc does not reset the loader's write lock in a
+ * child, so a G of the parent caught there would leave it held, and the
+ * child's first thread would wait for it for ever. */
+void tls_forkprepare(void)
+{
+	lock(&grewlock);
+}
+
+void tls_forkdone(void) /* parent and child */
+{
+	unlock(&grewlock);
+}
+
 static bool tls_grew(void)
 {
-	static struct lock grewlock;
 	if (atomic_load_explicit(&tls_grown, memory_order_relaxed))
 		return true;
-	/* acquire: pairs with the release below; tls_grown is stored first */
-	if (likely(tls_adds() == atomic_load_explicit(&tls_adds0, memory_order_acquire)))
-		return atomic_load_explicit(&tls_grown, memory_order_relaxed);
 	lock(&grewlock);
+	/* acquire: pairs with the release below; tls_grown is stored first */
+	if (likely(tls_adds() == atomic_load_explicit(&tls_adds0, memory_order_acquire))) {
+		unlock(&grewlock);
+		return atomic_load_explicit(&tls_grown, memory_order_relaxed);
+	}
 	struct tlsused u = { .area = tlsinfo.size - tlsinfo.tcbsize };
 	if (!used_fresh(&u))
 		u.used = u.area; /* no memory to look: assume the worst */
