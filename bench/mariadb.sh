@@ -17,8 +17,18 @@
 # server runs under strace -c -f and the line shows its system calls per
 # transaction (strace slows it: compare the counts, not the tps).
 #
+# MDB_SYSCALLS=1: perf stat counts the server's system calls (all, and the
+# main kinds) over the run, without slowing it as strace does; the line
+# shows them per transaction.
+# MDB_PIN=1: the server on CPU 0 and sysbench on CPU 1 (taskset).
+#
 # One line per run: mode threads tps errors p95_ms os_threads; the server's
-# first line of its crash report is shown when it dies.  Unix socket only
+# first line of its crash report is shown when it dies.  Then the server's
+# CPU per transaction and, from every server thread's /proc schedstat over
+# the run, its time on a CPU and its time runnable but waiting for one
+# (the kernel's run queue) per transaction, summed over its threads: a
+# server with 30 threads natively gets a larger share of a loaded machine
+# than one with a few Ms (docs/benchmarks.md, MariaDB).  Unix socket only
 # (no TCP), bounded in time.
 set -u
 BUILD=${BUILD:-build}
@@ -50,6 +60,9 @@ trap 'stop; rm -rf "$d"' EXIT
 mariadb-install-db --no-defaults --user=root --datadir="$d/data" --auth-root-authentication-method=normal \
 	--skip-test-db >"$d/install.log" 2>&1 || { echo "mariadb: install-db failed"; cat "$d/install.log"; exit 1; }
 
+# schedstat PID: run ns, run-queue wait ns, slices, summed over its threads
+schedstat() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ r += $1; w += $2; n += $3 } END { print r, w, n }'; }
+
 start() { # start MODE
 	local pre=() extra=()
 	case $1 in
@@ -58,7 +71,9 @@ start() { # start MODE
 	shared) pre=(env WEFT_TLS=shared "$weft" run --procs "$procs" --) ;;
 	pool) extra=(--thread-handling=pool-of-threads) ;;
 	esac
-	"${pre[@]}" mariadbd --no-defaults --user=root --datadir="$d/data" --socket="$d/sock" \
+	local pin=()
+	[ "${MDB_PIN:-0}" = 1 ] && pin=(taskset -c 0)
+	"${pin[@]}" "${pre[@]}" mariadbd --no-defaults --user=root --datadir="$d/data" --socket="$d/sock" \
 		--skip-networking --max-connections=3000 --skip-log-bin \
 		--innodb-buffer-pool-size=256M --skip-name-resolve --max-prepared-stmt-count=1000000 \
 		"${extra[@]}" >"$d/server.log" 2>&1 &
@@ -70,7 +85,9 @@ start() { # start MODE
 	done
 	echo "mariadb: $1 server did not start"; tail -20 "$d/server.log"; return 1
 }
-sb() { sysbench "$test" --db-driver=mysql --mysql-socket="$d/sock" --mysql-user=root \
+sbpin=()
+[ "${MDB_PIN:-0}" = 1 ] && sbpin=(taskset -c 1)
+sb() { "${sbpin[@]}" sysbench "$test" --db-driver=mysql --mysql-socket="$d/sock" --mysql-user=root \
 	--mysql-db=sbtest --tables=4 --table-size=10000 "$@"; }
 
 start native || exit 1
@@ -89,8 +106,17 @@ for n in $threads; do
 			sleep 1
 		fi
 		cpu0=$(awk '{ print $14 + $15 }' /proc/"$spid"/stat 2>/dev/null)
+		ss0=$(schedstat "$spid")
 		sb --threads="$n" --time="$secs" --report-interval=0 run >"$d/run.out" 2>&1 &
 		cpid=$!
+		ppid=
+		rm -f "$d/perf.out"
+		if [ "${MDB_SYSCALLS:-0}" = 1 ] && command -v perf >/dev/null; then
+			perf stat -x, -o "$d/perf.out" -e raw_syscalls:sys_enter$(printf ',syscalls:sys_enter_%s' \
+				recvfrom sendto poll ppoll epoll_wait epoll_pwait2 futex arch_prctl tgkill sched_yield \
+				clock_nanosleep io_uring_enter) -p "$spid" 2>/dev/null &
+			ppid=$!
+		fi
 		maxt=0
 		while kill -0 "$cpid" 2>/dev/null; do
 			t=$(awk '/^Threads:/ { print $2 }' /proc/"$spid"/status 2>/dev/null)
@@ -98,7 +124,9 @@ for n in $threads; do
 			sleep 0.5
 		done
 		wait "$cpid"
+		[ -n "$ppid" ] && { kill -INT "$ppid"; wait "$ppid"; }
 		cpu1=$(awk '{ print $14 + $15 }' /proc/"$spid"/stat 2>/dev/null)
+		ss1=$(schedstat "$spid")
 		[ -n "$tpid" ] && { kill -INT "$tpid"; wait "$tpid"; }
 		tps=$(awk '/transactions:/ { gsub(/\(/, "", $3); print $3 }' "$d/run.out")
 		err=$(awk '/ignored errors:/ { print $3 }' "$d/run.out")
@@ -113,6 +141,15 @@ for n in $threads; do
 		[ -n "${cpu0:-}" ] && [ -n "${cpu1:-}" ] && [ "${tx:-0}" -gt 0 ] &&
 			awk -v a="$cpu0" -v b="$cpu1" -v tx="$tx" -v hz="$(getconf CLK_TCK)" \
 				'BEGIN { printf "         server CPU per transaction: %.1f us\n", (b - a) / hz * 1e6 / tx }'
+		# schedstat (ns on a CPU, ns waiting on a run queue, slices), summed
+		# over the threads alive at each end (threads that ended between are
+		# not counted: the server keeps its threads for the run)
+		[ -n "${ss0:-}" ] && [ -n "${ss1:-}" ] && [ "${tx:-0}" -gt 0 ] &&
+			echo "$ss0 $ss1" | awk -v tx="$tx" '{ printf "         server threads per transaction: %.1f us on a CPU, %.1f us waiting for one, %.2f slices\n", ($4 - $1) / 1e3 / tx, ($5 - $2) / 1e3 / tx, ($6 - $3) / tx }'
+		# MDB_SYSCALLS=1: per transaction (perf stat -x: count,,event,...)
+		[ -s "$d/perf.out" ] && [ "${tx:-0}" -gt 0 ] &&
+			awk -F, -v tx="$tx" '$1 ~ /^[0-9]+$/ { sub(/.*:(sys_enter_)?/, "", $3); l = l sprintf(" %s %.2f", $3, $1 / tx) }
+				END { print "         system calls per transaction:" l }' "$d/perf.out"
 		stop
 		# MDB_STRACE=1: the server's system calls per transaction (strace -c -f,
 		# which slows it: compare the counts, not the tps)

@@ -212,6 +212,9 @@ struct g {
 	_Atomic int64_t cpuns;    /* CPU ns of its runs on Ms that are over */
 	_Atomic int64_t cpuon;    /* its M's thread CPU clock when it went on (cputid != 0) */
 	_Atomic int32_t cputid;   /* tid of the M it runs on, counted; 0 none */
+	void *tlsmem;             /* its block's own allocation when not at its
+	                           * stack top (tls.c, after a dlopen took static
+	                           * TLS), or NULL */
 };
 
 /* ---- a G's CPU-time clock (cpuclock.c) ---------------------------------- */
@@ -707,7 +710,12 @@ struct tlsinfo {
 	size_t size;         /* static TLS area with the TCB (glibc's) */
 	size_t align;        /* its alignment */
 	size_t tcbsize;      /* sizeof(struct pthread) */
-	size_t reserve;      /* bytes a G's block takes at its stack top */
+	size_t reserve;      /* bytes a G's block takes at its stack top: the TCB,
+	                      * the static TLS in use (no surplus), alignment */
+	size_t fullreserve;  /* a block with the whole static area (surplus
+	                      * included) and the resolver state */
+	size_t used;         /* static TLS the modules use, below the TCB */
+	bool resdead;        /* a G's resolver state in jemalloc's dead tsd */
 	long off_tid;        /* offsetof(struct pthread, tid) */
 	long off_specific;   /* offsetof(struct pthread, specific) */
 	long off_list;       /* offsetof(struct pthread, list) */
@@ -732,8 +740,12 @@ void tls_gfree(struct g *gp);       /* gp dead and off its M: its block freed */
 void tls_forkenter(void);           /* fork runs on the M's own TCB ... */
 void tls_forkleave(void);           /* ... then the G's again (parent, child) */
 void tls_forkchild(void);           /* in a fork child: the cache pool reset */
+void tls_forkprepare(void);         /* the shim's fork: no G in dl_iterate_phdr ... */
+void tls_forkdone(void);            /* ... until it is done (parent, child) */
 void *tls_movemain(void);           /* the real main thread to a fresh block */
 extern int rt_tls_default;          /* WEFT_TLS when unset: 1 under the shim */
+extern bool rt_mutex_threadstarve;  /* plain-thread waiters may switch a mutex to
+                                     * hand-off (sync.c); off: WEFT_PTHREADS=native */
 
 void tls_g0keep_init(void);         /* decide g0keep (runtime start) */
 void tls_mstart(struct m *m);       /* on a new M: its GS base (g0keep) */

@@ -215,6 +215,18 @@ static inline bool mcas(weft_mutex_t *m, int32_t *old, int32_t new)
 					   __ATOMIC_RELAXED);
 }
 
+/* Whether a plain thread (not a G) that waited over STARVE_NS switches
+ * the mutex to hand-off mode, as a G does.  On for linked programs (a
+ * plain thread that shares a mutex with Gs is not starved by them:
+ * mutex::starvation_bound).  The shim turns it off under
+ * WEFT_PTHREADS=native, where every thread but main is a real one: glibc's
+ * mutexes let a running thread take the lock over a woken one, and
+ * handing it instead to one sleeping thread of hundreds at each unlock (a
+ * futex wake, then a wait for the kernel to run that thread) made 512
+ * real threads on 8 mutexes 9-20x slower than glibc on this 2-CPU VM;
+ * without it, within noise of glibc (docs/preload.md, WEFT_PTHREADS=native). */
+bool rt_mutex_threadstarve = true;
+
 static void mutex_lockslow(weft_mutex_t *m)
 {
 	int64_t waitstart = 0;
@@ -250,7 +262,8 @@ static void mutex_lockslow(weft_mutex_t *m)
 		if (!waitstart)
 			waitstart = nanotime();
 		sem_acquire(&m->_sema, lifo, W_MUTEX, -1);
-		starving = starving || nanotime() - waitstart > STARVE_NS;
+		starving = starving || ((rt_mutex_threadstarve || getg()) &&
+					nanotime() - waitstart > STARVE_NS);
 		old = mload(m);
 		if (old & MSTARVING) {
 			/* handed to us: the state still counts us as a waiter

@@ -42,6 +42,7 @@
 #include <asm/prctl.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <resolv.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,6 +116,52 @@ static uintptr_t tp_self(void)
 	__asm__ volatile("mov %%fs:0, %0" : "=r"(tp)); /* not moved across an FS load */
 	return tp;
 }
+
+/* ---- how much of the static TLS area a block needs ------------------------
+ *
+ * glibc's static TLS area (_dl_get_tls_static_info) is the loaded
+ * modules' blocks plus a surplus (~1.7 KiB: glibc.rtld.optional_static_tls
+ * and room per namespace) kept for libraries dlopen'ed later with
+ * initial-exec TLS.  A G's block holds only what the modules loaded so far
+ * use (the lowest module block, from the thread pointer, found with
+ * dl_iterate_phdr's dlpi_tls_data of this thread): the surplus would be
+ * most of a page per thread that nothing writes.  A module that takes
+ * static TLS later (dlopen, rare: glibc refuses most) is seen by the count
+ * of loaded objects at the next G's start; from then on new Gs' blocks are
+ * separate allocations of the whole area (tls_gbegin). */
+struct tlsused {
+	uintptr_t tp;  /* this thread's thread pointer */
+	size_t area;   /* the whole static area below it (no TCB) */
+	size_t used;   /* out: bytes below tp the modules use */
+	unsigned long long adds; /* out: dlpi_adds (objects ever loaded) */
+	bool first;    /* stop after the first object (adds only) */
+};
+
+static int tlsused_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct tlsused *u = arg;
+	(void)size;
+	u->adds = info->dlpi_adds;
+	if (u->first)
+		return 1;
+	uintptr_t b = (uintptr_t)info->dlpi_tls_data;
+	/* a static block lies below tp; dynamic ones (dlopen, allocated by
+	 * __tls_get_addr) anywhere else, or not yet (NULL) */
+	if (b && b < u->tp && u->tp - b <= u->area && u->tp - b > u->used)
+		u->used = u->tp - b;
+	return 0;
+}
+
+/* Objects loaded since the start (dlpi_adds): one callback. */
+static unsigned long long tls_adds(void)
+{
+	struct tlsused u = { .first = true };
+	dl_iterate_phdr(tlsused_cb, &u);
+	return u.adds;
+}
+
+static _Atomic unsigned long long tls_adds0; /* dlpi_adds when the used size was taken */
+static _Atomic bool tls_grown;       /* static TLS taken by a later dlopen: whole-area blocks */
 
 /* Resolve glibc's entry points once.  False (with a warning) when
  * anything is missing: the caller stays in shared mode. */
@@ -200,9 +247,27 @@ bool tls_init(void)
 	ti.tls_m_off = (intptr_t)&tls_m - (intptr_t)tp_self();
 	ti.jetsd_off = (intptr_t)&je_tsd_tls - (intptr_t)tp_self();
 	ti.resp_off = (intptr_t)resp - (intptr_t)tp_self();
-	/* the static TLS area below the TCB, with room to align it down, and
-	 * the thread's resolver state below that; 16-aligned */
-	ti.reserve = (ti.size + ti.align + sizeof(struct __res_state) + 15) & ~(size_t)15;
+	/* the whole static TLS area below the TCB, with room to align it
+	 * down, and the thread's resolver state below that; 16-aligned: the
+	 * real main thread's fresh block and, after a dlopen took static TLS,
+	 * new Gs' blocks */
+	ti.fullreserve = (ti.size + ti.align + sizeof(struct __res_state) + 15) & ~(size_t)15;
+	/* a G's block at its stack top: the TCB, the static TLS the modules
+	 * use, no surplus; the resolver state inside jemalloc's tsd, which
+	 * is dead in a G's block (see jetsd_image), past the bytes checked
+	 * there.  je_tsd_tls is jemalloc's only TLS variable (.tdata, 2,632
+	 * bytes in jemalloc 5.3) and weft's own are .tbss, laid out after it:
+	 * tls_m's distance bounds its size from below. */
+	struct tlsused u = { .tp = tp_self(), .area = ti.size - ti.tcbsize };
+	dl_iterate_phdr(tlsused_cb, &u);
+	atomic_store_explicit(&tls_adds0, u.adds, memory_order_relaxed);
+	ti.used = u.used ? u.used : u.area;
+	ti.resdead = ti.tls_m_off - ti.jetsd_off >=
+		     (intptr_t)(JETSD_CHECK + 16 + sizeof(struct __res_state));
+	ti.reserve = (ti.tcbsize + ti.used + ti.align +
+		      (ti.resdead ? 0 : sizeof(struct __res_state)) + 15) & ~(size_t)15;
+	if (ti.reserve > ti.fullreserve)
+		ti.reserve = ti.fullreserve;
 	ti.fsgsbase = (getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE) != 0;
 	tlsinfo = ti;
 	tcache_probe();
@@ -245,7 +310,7 @@ static char *tcb_at(char *hi)
  * start_thread do; glibc's dtv and module images by _dl_allocate_tls.
  * Returns the TCB, or NULL on ENOMEM.  (__ctype_init, which start_thread
  * also runs, must run on the block: tls_adopt.) */
-static char *block_fill(char *hi, int tid)
+static char *block_fill(char *hi, size_t reserve, int tid, bool resdead)
 {
 	char *tcb = tcb_at(hi);
 	char *cur = (char *)tp_self();
@@ -268,9 +333,17 @@ static char *block_fill(char *hi, int tid)
 	*(void **)(tcb + tlsinfo.off_specific) = tcb + tlsinfo.off_specific - 32 * 16;
 	if (tlsinfo.off_rseq > 0)
 		*(int32_t *)(tcb + tlsinfo.off_rseq + 4) = -2; /* RSEQ_CPU_ID_REGISTRATION_FAILED */
-	/* __resp: the resolver state, at the bottom of the reserve (glibc
-	 * points it at struct pthread's res, whose offset it does not say) */
-	*(void **)(tcb + tlsinfo.resp_off) = hi - tlsinfo.reserve;
+	/* __resp: the resolver state (glibc points it at struct pthread's
+	 * res, whose offset it does not say): in jemalloc's tsd, which no
+	 * G's block uses, past the bytes tls_gfree checks and zeroed (glibc
+	 * copied jemalloc's image there), or at the bottom of the reserve */
+	char *res = hi - reserve;
+	if (resdead) {
+		res = (char *)(((uintptr_t)tcb + (uintptr_t)tlsinfo.jetsd_off + JETSD_CHECK + 15) &
+			       ~(uintptr_t)15);
+		memset(res, 0, sizeof(struct __res_state));
+	}
+	*(void **)(tcb + tlsinfo.resp_off) = res;
 	return tcb;
 }
 
@@ -287,12 +360,13 @@ static void tcache_probe(void)
 	void (*lfree)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "__libc_free");
 	if (!lmalloc || !lfree)
 		return;
-	size_t sz = tlsinfo.reserve + tlsinfo.align;
+	size_t sz = tlsinfo.fullreserve + tlsinfo.align;
 	char *mem = rtalloc(sz);
 	if (!mem)
 		return;
 	char *hi = (char *)(((uintptr_t)mem + sz) & ~(uintptr_t)15);
-	char *tcb = block_fill(hi, (int)rawsyscall6(SYS_gettid, 0, 0, 0, 0, 0, 0));
+	char *tcb = block_fill(hi, tlsinfo.fullreserve, (int)rawsyscall6(SYS_gettid, 0, 0, 0, 0, 0, 0),
+			       false);
 	if (!tcb) {
 		rtfree(mem);
 		return;
@@ -518,7 +592,7 @@ void tls_ownleave(struct m *m, uintptr_t fs)
 bool tls_release(struct g *gp)
 {
 	char *tcb = gp->tcb;
-	if (!tlsinfo.g0keep || tcb < gp->stack.lo || tcb >= gp->stack.hi)
+	if (!tlsinfo.g0keep || (!gp->tlsmem && (tcb < gp->stack.lo || tcb >= gp->stack.hi)))
 		return true; /* the main thread's block is never freed */
 	struct m *m = getm();
 	if (m->fscur == (uintptr_t)tcb || atomic_load_explicit(&m->fsblock, memory_order_relaxed) ==
@@ -535,20 +609,122 @@ bool tls_release(struct g *gp)
 	return false;
 }
 
+/* The static TLS in use now, seen from a fresh block: an existing
+ * thread's dtv may not cover a module dlopen'ed since (dlpi_tls_data is
+ * then NULL), a block _dl_allocate_tls just made is current.  On the M's
+ * own TLS; the block is loaded for the walk (with this M in its tls_m
+ * slot and a real tid: glibc's loader lock is recursive, owned by tid).
+ * False on ENOMEM. */
+static bool used_fresh(struct tlsused *u)
+{
+	size_t sz = tlsinfo.fullreserve + tlsinfo.align;
+	char *mem = rtalloc(sz);
+	if (!mem)
+		return false;
+	char *hi = (char *)(((uintptr_t)mem + sz) & ~(uintptr_t)15);
+	memset(hi - tlsinfo.fullreserve, 0, tlsinfo.fullreserve);
+	char *tcb = block_fill(hi, tlsinfo.fullreserve, (int)rawsyscall6(SYS_gettid, 0, 0, 0, 0, 0, 0),
+			       false);
+	if (!tcb) {
+		rtfree(mem);
+		return false;
+	}
+	struct m *m = getm();
+	*(struct m **)(tcb + tlsinfo.tls_m_off) = m ? tls_mslot(m) : NULL;
+	uintptr_t own = tp_self();
+	int e = rt_geterrno();
+	tls_setfs((uintptr_t)tcb);
+	u->tp = (uintptr_t)tcb;
+	u->used = 0;
+	dl_iterate_phdr(tlsused_cb, u);
+	tls_setfs(own);
+	rt_seterrno(e);
+	if (m)
+		m->fscur = own;
+	dl_deallocate_tls(tcb, false);
+	rtfree(mem);
+	return true;
+}
+
+/* Whether a module loaded since tls_init took static TLS beyond what a
+ * G's block at its stack top holds (then for good).  On the M's own TLS
+ * (dl_iterate_phdr's lock is glibc's recursive one, owned by THREAD_SELF):
+ * a G that has not built its block yet runs there.  One callback when
+ * nothing was loaded since.  (A dlopen that counts its object just after
+ * this look and gives it static TLS before this G's _dl_allocate_tls
+ * would still write below the block: a window of a few instructions
+ * against a whole dlopen, not closed.) */
+static struct lock grewlock; /* dl_iterate_phdr calls; held across fork */
+
+/* The shim's fork (atfork handlers): no G is inside dl_iterate_phdr when
+ * the child is made.  glibc does not reset the loader's write lock in a
+ * child, so a G of the parent caught there would leave it held, and the
+ * child's first thread would wait for it for ever. */
+void tls_forkprepare(void)
+{
+	lock(&grewlock);
+}
+
+void tls_forkdone(void) /* parent and child */
+{
+	unlock(&grewlock);
+}
+
+static bool tls_grew(void)
+{
+	if (atomic_load_explicit(&tls_grown, memory_order_relaxed))
+		return true;
+	lock(&grewlock);
+	/* acquire: pairs with the release below; tls_grown is stored first */
+	if (likely(tls_adds() == atomic_load_explicit(&tls_adds0, memory_order_acquire))) {
+		unlock(&grewlock);
+		return atomic_load_explicit(&tls_grown, memory_order_relaxed);
+	}
+	struct tlsused u = { .area = tlsinfo.size - tlsinfo.tcbsize };
+	if (!used_fresh(&u))
+		u.used = u.area; /* no memory to look: assume the worst */
+	if (u.used > tlsinfo.used) {
+		atomic_store(&tls_grown, true);
+		warn("a library loaded at run time uses static TLS: threads started from now on "
+		     "have TLS blocks of %zu bytes apart from their stacks",
+		     tlsinfo.fullreserve);
+	}
+	atomic_store_explicit(&tls_adds0, u.adds, memory_order_release);
+	unlock(&grewlock);
+	return atomic_load(&tls_grown);
+}
+
 /* On gp, running, with its stack's top tlsinfo.reserve bytes free (see
  * gstart): build its block there and switch to it.  On ENOMEM the G
  * keeps sharing its M's TLS (a warning once). */
 void tls_gbegin(struct g *gp)
 {
-	char *lo = gp->stack.hi - tlsinfo.reserve;
-	memset(lo, 0, (size_t)(gp->stack.hi - lo)); /* a reused stack is dirty */
-	char *tcb = block_fill(gp->stack.hi, gtid(gp));
+	static _Atomic int warned;
+	char *hi = gp->stack.hi, *mem = NULL;
+	size_t reserve = tlsinfo.reserve;
+	bool resdead = tlsinfo.resdead;
+	if (unlikely(tls_grew())) {
+		/* the stack top has no room for what a later dlopen took:
+		 * the whole area, on its own */
+		size_t sz = tlsinfo.fullreserve + tlsinfo.align;
+		mem = rtalloc(sz);
+		if (!mem)
+			goto nomem;
+		hi = (char *)(((uintptr_t)mem + sz) & ~(uintptr_t)15);
+		reserve = tlsinfo.fullreserve;
+		resdead = false;
+	}
+	char *lo = hi - reserve;
+	memset(lo, 0, reserve); /* a reused stack is dirty */
+	char *tcb = block_fill(hi, reserve, gtid(gp), resdead);
 	if (!tcb) {
-		static _Atomic int warned;
+		rtfree(mem);
+nomem:
 		if (!atomic_exchange(&warned, 1))
 			warn("no memory for a green thread's TLS: it shares its OS thread's");
 		return;
 	}
+	gp->tlsmem = mem;
 	if (atomic_load_explicit(&jetsd_state, memory_order_acquire) != 2) {
 		int z = 0;
 		if (atomic_compare_exchange_strong(&jetsd_state, &z, 1)) {
@@ -596,8 +772,11 @@ void tls_gfree(struct g *gp)
 {
 	char *tcb = gp->tcb;
 	gp->tcb = NULL;
-	/* a block at its stack top; not one it adopted (the main thread's) */
-	if (tcb < gp->stack.lo || tcb >= gp->stack.hi)
+	/* a block at its stack top or of its own (tlsmem); not one it
+	 * adopted (the main thread's) */
+	void *mem = gp->tlsmem;
+	gp->tlsmem = NULL;
+	if (!mem && (tcb < gp->stack.lo || tcb >= gp->stack.hi))
 		return;
 	if (atomic_load_explicit(&jetsd_state, memory_order_acquire) == 2 &&
 	    memcmp(tcb + tlsinfo.jetsd_off, jetsd_image, JETSD_CHECK) != 0)
@@ -606,6 +785,7 @@ void tls_gfree(struct g *gp)
 		      (long long)gp->id);
 	tcache_take(tcb);
 	dl_deallocate_tls(tcb, false);
+	rtfree(mem);
 }
 
 /* fork from a G with its own TCB runs on its M's: glibc's fork (child
@@ -658,12 +838,14 @@ void tls_forkleave(void)
  * (ENOMEM: nothing changed). */
 void *tls_movemain(void)
 {
-	size_t sz = tlsinfo.reserve + tlsinfo.align;
+	size_t sz = tlsinfo.fullreserve + tlsinfo.align;
 	char *mem = rtalloc(sz); /* never freed: the main thread never ends */
 	if (!mem)
 		return NULL;
 	char *hi = (char *)(((uintptr_t)mem + sz) & ~(uintptr_t)15);
-	char *tcb = block_fill(hi, (int)rawsyscall6(SYS_gettid, 0, 0, 0, 0, 0, 0));
+	/* the whole area, and jemalloc may run on this thread's block */
+	char *tcb = block_fill(hi, tlsinfo.fullreserve, (int)rawsyscall6(SYS_gettid, 0, 0, 0, 0, 0, 0),
+			       false);
 	if (!tcb) {
 		rtfree(mem);
 		return NULL;

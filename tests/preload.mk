@@ -11,7 +11,7 @@ PRELOAD_TEST_PROGS := $(PRELOAD_TEST_SRC:tests/preload/%.c=$(BUILD)/tests/preloa
 # C++ programs (g++), and the library tls.c dlopens
 PRELOAD_TEST_CXX := $(wildcard tests/preload/*.cc)
 PRELOAD_TEST_PROGS += $(PRELOAD_TEST_CXX:tests/preload/%.cc=$(BUILD)/tests/preload/%) \
-	$(BUILD)/tests/preload/libtlsmod.so
+	$(BUILD)/tests/preload/libtlsmod.so $(BUILD)/tests/preload/libtlsie.so
 PRELOAD_SUITES := $(filter $(BUILD)/tests/test_preload%,$(TEST_BIN))
 
 $(BUILD)/tests/preload/%: tests/preload/%.c tests/preload/check.h
@@ -25,6 +25,11 @@ $(BUILD)/tests/preload/%: tests/preload/%.cc
 $(BUILD)/tests/preload/libtlsmod.so: tests/preload/lib/tlsmod.c
 	@mkdir -p $(@D)
 	$(CC) -O2 -g $(WARN) -fPIC -shared $< -o $@
+
+# the same with initial-exec TLS: dlopen puts it in glibc's static surplus
+$(BUILD)/tests/preload/libtlsie.so: tests/preload/lib/tlsmod.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -g $(WARN) -fPIC -shared -ftls-model=initial-exec $< -o $@
 
 # tls.c checks that a G's TCB carries the stack protector's canary
 $(BUILD)/tests/preload/tls: PRELOAD_PROG_CFLAGS := -fstack-protector-all

@@ -38,12 +38,14 @@ void runtime_afterfork_child(void) HIDDEN;
 
 static void atfork_prepare(void)
 {
-	tls_forkenter(); /* glibc's fork must see the OS thread's own TCB */
+	tls_forkprepare(); /* no G inside glibc's dl_iterate_phdr (tls.c) */
+	tls_forkenter();   /* glibc's fork must see the OS thread's own TCB */
 }
 
 static void atfork_parent(void)
 {
 	tls_forkleave();
+	tls_forkdone();
 }
 
 static void atfork_child(void)
@@ -52,6 +54,7 @@ static void atfork_child(void)
 	gthr_afterfork_child();
 	sig_afterfork_child();
 	tls_forkleave();
+	tls_forkdone();
 }
 
 void shim_fork_init(void)

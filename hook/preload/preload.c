@@ -141,6 +141,7 @@ void shim_rtstart(void)
 	/* every thread its own TLS unless WEFT_TLS=shared (docs/preload.md);
 	 * in native mode threads are real ones and have theirs anyway */
 	rt_tls_default = !shim_native;
+	rt_mutex_threadstarve = !shim_native; /* real threads: glibc's unfairness (sync.c) */
 	mainbounds();
 	runtime_ensure();
 	shim_fork_init(); /* after the runtime: see fork.c */

@@ -475,6 +475,37 @@ static void case_mutex_contention(void)
 	free(t);
 }
 
+/* 8 threads take one mutex 25 times each and hold it 1.5 ms, so every
+ * waiter waits over 1 ms.  Prints how often the holder saw bit 2 of the
+ * object's first word set: glibc's __lock (0, 1 or 2) never has it; under
+ * weft it is the weft mutex's hand-off (starving) bit (hook/preload/
+ * mutex.c keeps the weft state word at offset 0). */
+static pthread_mutex_t hand = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic long handoffs;
+
+static void *hand_thread(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 25; i++) {
+		pthread_mutex_lock(&hand);
+		if (__atomic_load_n((int *)(void *)&hand, __ATOMIC_RELAXED) & 4)
+			handoffs++;
+		usleep(1500);
+		pthread_mutex_unlock(&hand);
+	}
+	return NULL;
+}
+
+static void case_mutex_handoff(void)
+{
+	pthread_t t[8];
+	for (int i = 0; i < 8; i++)
+		create(&t[i], hand_thread, NULL);
+	for (int i = 0; i < 8; i++)
+		join(t[i], NULL);
+	printf("handoffs=%ld\n", (long)handoffs);
+}
+
 static pthread_mutex_t rec = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 static pthread_mutex_t ec = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
 static pthread_mutex_t plain = PTHREAD_MUTEX_INITIALIZER;
@@ -1193,6 +1224,7 @@ static const struct tcase cases[] = {
 	{ "attr", case_attr },
 	{ "mutex_contention", case_mutex_contention },
 	{ "mutex_kinds", case_mutex_kinds },
+	{ "mutex_handoff", case_mutex_handoff },
 	{ "mutex_timed", case_mutex_timed },
 	{ "cond_pc", case_cond_pc },
 	{ "cond_timed", case_cond_timed },

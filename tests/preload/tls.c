@@ -15,6 +15,8 @@
  *   tls flock      flockfile held across a blocking call: no interleaving
  *   tls self       pthread_self() kept across a blocking call
  *   tls dlopen     a dlopen'ed library's __thread variable per thread
+ *   tls dlopen_ie  the same, initial-exec (static TLS), dlopen'ed after
+ *                  the first thread
  *   tls guard      stack protector and setjmp/longjmp (pointer guard)
  *   tls libc       glibc's per-thread state a new thread gets: the locale's
  *                  ctype tables (printf("%f"), toupper), the resolver state
@@ -23,6 +25,9 @@
  *                  round to the last (a thread's malloc cache is given back)
  *   tls nap [R]    one thread naps R times (50 us), alone: errno and a
  *                  __thread value stay its own
+ *   tls rss [N]    N threads (default 2,000) parked in a pipe read: prints
+ *                  "rss per_thread=B" (VmRSS grown from before the first
+ *                  thread to all parked, over N); the test compares modes
  *   tls churn [R]  R rounds (default 100) of 1,000 short threads that use
  *                  what the runtime allocates for a thread (a key's value,
  *                  a timed sleep, a contended mutex) and end
@@ -276,36 +281,55 @@ static int run_self(void)
 /* ---- a dlopen'ed library's __thread ------------------------------------------------- */
 
 static int *(*mod_var)(void);
+static unsigned char *(*mod_buf)(void); /* 1 KiB: 7, then zeros */
 
 static void *dl_thread(void *arg)
 {
 	int id = (int)(long)arg;
 	int *v = mod_var();
+	unsigned char *b = mod_buf();
 	if (*v != 42)
 		bad("thread %ld: module TLS starts at %ld", id, *v);
+	if (b[0] != 7 || b[1] || b[1023])
+		bad("thread %ld: module TLS buffer starts with %ld", id, b[0]);
 	*v = id;
+	memset(b, id & 0xff, 1024);
 	for (int i = 0; i < 50; i++) {
 		usleep(1);
 		if (*mod_var() != id || mod_var() != v)
 			bad("thread %ld: module TLS reads %ld", id, *mod_var());
+		if (b[0] != (id & 0xff) || b[1023] != (id & 0xff))
+			bad("thread %ld: module TLS buffer reads %ld", id, b[1023]);
 		atomic_fetch_add(&total, 1);
 	}
 	return NULL;
 }
 
-static int run_dlopen(const char *self)
+static void *noop_thread(void *arg)
+{
+	return arg;
+}
+
+/* lib: libtlsmod.so (dynamic TLS) or libtlsie.so (initial-exec: static
+ * TLS, taken from glibc's surplus after threads - and the runtime -
+ * started; each thread made after it has the module's TLS, as natively) */
+static int run_dlopen(const char *self, const char *lib)
 {
 	char path[4096];
 	const char *slash = strrchr(self, '/');
 	int dir = slash ? (int)(slash + 1 - self) : 0;
-	snprintf(path, sizeof path, "%.*slibtlsmod.so", dir, self);
+	pthread_t t0;
+	pthread_create(&t0, NULL, noop_thread, NULL);
+	pthread_join(t0, NULL);
+	snprintf(path, sizeof path, "%.*s%s", dir, self, lib);
 	void *h = dlopen(path, RTLD_NOW);
 	if (!h) {
 		fprintf(stderr, "%s\n", dlerror());
 		return 2;
 	}
 	mod_var = (int *(*)(void))dlsym(h, "tlsmod_var");
-	if (!mod_var)
+	mod_buf = (unsigned char *(*)(void))dlsym(h, "tlsmod_buf");
+	if (!mod_var || !mod_buf)
 		return 2;
 	enum { N = 200 };
 	static pthread_t t[N];
@@ -504,6 +528,62 @@ static int run_mleak(void)
 	return 0;
 }
 
+static int rss_pipe[2];
+static atomic_int rss_parked;
+
+static void *rss_thread(void *arg)
+{
+	char b;
+	(void)arg;
+	atomic_fetch_add(&rss_parked, 1);
+	if (read(rss_pipe[0], &b, 1) != 1)
+		bad("read %ld of %ld", 0, 1);
+	return NULL;
+}
+
+static long vmrss_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char l[256];
+	long v = -1;
+	while (f && fgets(l, sizeof l, f))
+		if (!strncmp(l, "VmRSS:", 6))
+			v = atol(l + 6);
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/* Memory per parked thread: its stack's touched pages, its TLS block
+ * (at its stack top under weft), glibc's dtv for it. */
+static int run_rss(int n)
+{
+	pthread_t *t = calloc((size_t)n, sizeof *t);
+	if (!t || pipe(rss_pipe))
+		return 2;
+	long r0 = vmrss_kib();
+	for (int i = 0; i < n; i++)
+		if (pthread_create(&t[i], NULL, rss_thread, NULL))
+			return 2;
+	while (atomic_load(&rss_parked) < n)
+		usleep(1000);
+	usleep(50000); /* the last ones into their read */
+	long r1 = vmrss_kib();
+	printf("rss per_thread=%ld\n", (r1 - r0) * 1024 / n);
+	char b[64] = { 0 };
+	for (int left = n; left > 0;) {
+		ssize_t w = write(rss_pipe[1], b, left < 64 ? (size_t)left : 64);
+		if (w <= 0)
+			return 2;
+		left -= (int)w;
+	}
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	free(t);
+	atomic_fetch_add(&total, n);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -528,7 +608,9 @@ int main(int argc, char **argv)
 	} else if (!strcmp(c, "self")) {
 		rc = run_self();
 	} else if (!strcmp(c, "dlopen")) {
-		rc = run_dlopen(argv[0]);
+		rc = run_dlopen(argv[0], "libtlsmod.so");
+	} else if (!strcmp(c, "dlopen_ie")) {
+		rc = run_dlopen(argv[0], "libtlsie.so");
 	} else if (!strcmp(c, "guard")) {
 		rc = run_guard();
 	} else if (!strcmp(c, "libc")) {
@@ -537,6 +619,8 @@ int main(int argc, char **argv)
 		rc = run_mleak();
 	} else if (!strcmp(c, "nap")) {
 		rc = run_nap(rounds);
+	} else if (!strcmp(c, "rss")) {
+		rc = run_rss(argc > 2 ? rounds : 2000);
 	} else if (!strcmp(c, "churn")) {
 		rc = run_churn(argc > 2 ? rounds : 100);
 	} else {
