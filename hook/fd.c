@@ -60,8 +60,8 @@ HOOK int socket(int domain, int type, int proto)
 {
 	int fd = REAL(socket)(domain, type, proto);
 	if (fd >= 0 && rt_started())
-		pd_reset(fd, newfd_flags(type & SOCK_NONBLOCK,
-					 PD_SOCK | (is_tcp(domain, type, proto) ? PD_DRAINOK : 0)));
+		pd_reset(fd, PD_SOLE | newfd_flags(type & SOCK_NONBLOCK,
+						   PD_SOCK | (is_tcp(domain, type, proto) ? PD_DRAINOK : 0)));
 	return fd;
 }
 
@@ -130,8 +130,8 @@ static int do_accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags,
 	long nfd = io_once(&io, &s, 0, false);
 	if (nfd >= 0) {
 		bool tcp = fdflags(io.r.d) & PD_DRAINOK; /* the listener is TCP */
-		pd_reset((int)nfd, newfd_flags(flags & SOCK_NONBLOCK,
-					       PD_SOCK | (tcp ? PD_DRAINOK : 0)));
+		pd_reset((int)nfd, PD_SOLE | newfd_flags(flags & SOCK_NONBLOCK,
+							 PD_SOCK | (tcp ? PD_DRAINOK : 0)));
 	}
 	return (int)sysret(nfd);
 }

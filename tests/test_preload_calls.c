@@ -7,6 +7,7 @@
  */
 #include "preload/harness.h"
 
+#include <sys/epoll.h>
 #include <sys/syscall.h>
 
 static struct hrun R, N; /* under weft, native */
@@ -54,4 +55,21 @@ Test(calls, nonblock_keeps_other_hints, .timeout = 300)
 	long w = counted(&R, true, spec, "nbhints");
 	cr_expect_geq(n, 200, "natively %ld F_GETFL", n);
 	cr_expect_leq(w, n + 20, "weft %ld F_GETFL, natively %ld: %s", w, n, R.err);
+}
+
+/* A server closing the connections it accepted (and parked on) makes no
+ * EPOLL_CTL_DEL for them: the file's last close drops its registration
+ * in the kernel (runtime/netpoll.h PD_SOLE; before: one per connection,
+ * 100 here); a dup'ed connection is still read right after the original
+ * is closed */
+Test(calls, close_makes_no_epoll_del, .timeout = 300)
+{
+	if (h_asan())
+		cr_skip_test("ASan build: the launcher's LD_PRELOAD cannot put ASan first");
+	char spec[32];
+	snprintf(spec, sizeof spec, "%d:1=%d", SYS_epoll_ctl, EPOLL_CTL_DEL);
+	long n = counted(&N, false, spec, "closes");
+	long w = counted(&R, true, spec, "closes");
+	cr_expect_eq(n, 0, "natively %ld", n);
+	cr_expect_leq(w, 5, "weft %ld EPOLL_CTL_DEL for 100 connections: %s", w, R.err);
 }

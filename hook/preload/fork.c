@@ -44,6 +44,7 @@ static void atfork_prepare(void)
 static void atfork_parent(void)
 {
 	tls_forkleave();
+	pd_forked(); /* every file is the child's too (runtime/netpoll.h) */
 }
 
 static void atfork_child(void)
