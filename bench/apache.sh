@@ -63,7 +63,7 @@ run() {
 	local out="$dir/perf.$label"
 	rm -f "$dir/httpd.pid"
 	if [ -n "$perf" ]; then
-		perf stat -o "$out" -e raw_syscalls:sys_enter ${SYSCALLS:+-e 'syscalls:sys_enter_*'} -- \
+		perf stat -o "$out" -e raw_syscalls:sys_enter -e task-clock ${SYSCALLS:+-e 'syscalls:sys_enter_*'} -- \
 			"${spin[@]}" "$@" /usr/sbin/apache2 -f "$dir/httpd.conf" -DFOREGROUND &
 	else
 		"${spin[@]}" "$@" /usr/sbin/apache2 -f "$dir/httpd.conf" -DFOREGROUND &
@@ -79,11 +79,12 @@ run() {
 		awk '/Failed requests/ { f = $3 } /Requests per second/ { r = $4 } END { if (f != 0) r = r " (" f " failed)"; print r }')
 	kill -TERM "$(cat "$dir/httpd.pid")"
 	wait "$launcher" 2>/dev/null
-	local calls=-
+	local calls=- cpu=-
 	if [ -n "$perf" ]; then
 		calls=$(awk -v n=$((N + 2001)) '/raw_syscalls:sys_enter/ { gsub(",", "", $1); printf "%.1f", $1 / n }' "$out")
+		cpu=$(awk -v n=$((N + 2001)) '/task-clock/ { gsub(",", "", $1); printf "%.0f", $1 * 1000 / n }' "$out")
 	fi
-	echo "$label $rps $calls"
+	echo "$label $rps $calls $cpu"
 	if [ -n "${SYSCALLS:-}" ] && [ -n "$perf" ]; then
 		echo "  $label, calls per request:" >&2
 		grep 'syscalls:sys_enter_' "$out" | grep -v ' 0 ' | sed 's/,//g' | sort -rn | head -"${TOP:-10}" |
@@ -92,18 +93,18 @@ run() {
 }
 
 echo "apache2 mpm_worker, keep-alive off, ab -n $N -c $C; weft run --procs $PROCS${spin:+; server on CPU $SCPU, ab on CPU $CCPU}"
-printf "%-8s %12s %12s %7s %14s %14s %7s %6s\n" run native_rps weft_rps ratio native_calls/req weft_calls/req ratio load
+printf "%-8s %12s %12s %7s %14s %14s %7s %12s %6s\n" run native_rps weft_rps ratio native_calls/req weft_calls/req ratio cpu-us/req load
 for r in $(seq "$RUNS"); do
 	a=$(run native)
 	b=$(run weft "$weft" run --procs "$PROCS" --)
 	set -- $a
-	nr=$2 nc=${3:-}
+	nr=$2 nc=${3:-} nu=${4:-}
 	set -- $b
-	wr=$2 wc=${3:-}
+	wr=$2 wc=${3:-} wu=${4:-}
 	ratio=$(awk -v a="$nr" -v b="$wr" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "-" }')
 	cratio=$(awk -v a="$nc" -v b="$wc" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "-" }')
-	printf "%-8s %12s %12s %7s %14s %14s %7s %6s\n" "$r" "$nr" "$wr" "$ratio" "$nc" "$wc" "$cratio" \
-		"$(cut -d' ' -f1 /proc/loadavg)"
+	printf "%-8s %12s %12s %7s %14s %14s %7s %12s %6s\n" "$r" "$nr" "$wr" "$ratio" "$nc" "$wc" "$cratio" \
+		"$nu/$wu" "$(cut -d' ' -f1 /proc/loadavg)"
 	echo "$ratio" >>"$dir/ratios.rps"
 	echo "$cratio" >>"$dir/ratios.calls"
 done

@@ -45,7 +45,7 @@ run() {
 	local out=$1
 	shift
 	local pre=()
-	[ -n "$perf" ] && pre=(perf stat -x, -o "$out.perf" -e raw_syscalls:sys_enter --)
+	[ -n "$perf" ] && pre=(perf stat -x, -o "$out.perf" -e raw_syscalls:sys_enter -e task-clock --)
 	"${pre[@]}" "${spin[@]}" "$@" redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
 		--daemonize no --logfile "$dir/redis.log" &
 	local pid=$!
@@ -63,7 +63,8 @@ run() {
 	if [ -n "$perf" ]; then
 		local ntests
 		ntests=$(($(echo "$TESTS" | tr ',' '\n' | wc -l)))
-		awk -F, -v n=$((N * ntests)) '/raw_syscalls/ { printf "calls/req %.2f\n", $1 / n }' \
+		awk -F, -v n=$((N * ntests)) '/raw_syscalls/ { printf "calls/req %.2f\n", $1 / n }
+			/task-clock/ { printf "cpu-us/req %.2f\n", $1 * 1000 / n }' \
 			"$out.perf" >>"$out"
 	fi
 }
@@ -88,7 +89,7 @@ for t in $(echo "$TESTS" | tr 'a-z,' 'A-Z '); do
 done
 # best ops/s of the runs per test, calls/req of the best... simply the lowest
 best() { # $1 native|weft, $2 key: highest value (ops/s) or, for calls/req, lowest
-	cat "$dir/$1".* | awk -v k="$2" '$1 == k { v = $2 + 0; if (!seen || (k == "calls/req" ? v < b : v > b)) b = v; seen = 1 }
+	cat "$dir/$1".[0-9]* | awk -v k="$2" '$1 == k { v = $2 + 0; if (!seen || (k ~ /\/req$/ ? v < b : v > b)) b = v; seen = 1 }
 		END { if (seen) print b; else print "-" }'
 }
 printf "%-10s %12s %12s %7s\n" test native weft ratio
@@ -98,8 +99,10 @@ for t in $(echo "$TESTS" | tr 'a-z,' 'A-Z '); do
 		"$(awk -v a="$a" -v b="$b" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "-" }')"
 done
 if [ -n "$perf" ]; then
-	a=$(best native calls/req) b=$(best weft calls/req)
-	printf "%-10s %12s %12s %7s\n" calls/req "$a" "$b" \
-		"$(awk -v a="$a" -v b="$b" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "-" }')"
+	for k in calls/req cpu-us/req; do
+		a=$(best native $k) b=$(best weft $k)
+		printf "%-10s %12s %12s %7s\n" $k "$a" "$b" \
+			"$(awk -v a="$a" -v b="$b" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "-" }')"
+	done
 fi
 echo "keys left at the end: native $(best native keys), weft $(best weft keys)"
