@@ -40,6 +40,8 @@ _Atomic uint32_t pd_forkgen;      /* forks made by this process (netpoll.h) */
 
 void pd_forked(void)
 {
+	/* relaxed: a hint for pd_closing, which at worst makes a needless
+	 * EPOLL_CTL_DEL or leaves a stale registration (netpoll.h) */
 	atomic_fetch_add_explicit(&pd_forkgen, 1, memory_order_relaxed);
 }
 
@@ -233,8 +235,11 @@ void pd_reset(int fd, uint32_t flags)
 void pd_dup(int oldfd, int newfd)
 {
 	struct pd *o = pd_lookup(oldfd);
-	if (o && (pdflags(o) & PD_SOLE)) /* two fds on the file now (PD_SHARED lacks it) */
-		atomic_fetch_and(&o->flags, ~(uint32_t)PD_SOLE);
+	if (o && (pdflags(o) & PD_SOLE)) { /* two fds on the file now (PD_SHARED lacks it) */
+		lock(&o->lock); /* flags change under it (setflags) */
+		setflags(o, pdflags(o) & ~(uint32_t)PD_SOLE);
+		unlock(&o->lock);
+	}
 	uint32_t f = o ? pdflags(o) & PD_SHARED : 0;
 	int64_t rt = o ? atomic_load_explicit(&o->rtimeo, memory_order_relaxed) : 0;
 	int64_t wt = o ? atomic_load_explicit(&o->wtimeo, memory_order_relaxed) : 0;
