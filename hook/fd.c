@@ -60,8 +60,8 @@ HOOK int socket(int domain, int type, int proto)
 {
 	int fd = REAL(socket)(domain, type, proto);
 	if (fd >= 0 && rt_started())
-		pd_reset(fd, newfd_flags(type & SOCK_NONBLOCK,
-					 PD_SOCK | (is_tcp(domain, type, proto) ? PD_DRAINOK : 0)));
+		pd_reset(fd, PD_SOLE | newfd_flags(type & SOCK_NONBLOCK,
+						   PD_SOCK | (is_tcp(domain, type, proto) ? PD_DRAINOK : 0)));
 	return fd;
 }
 
@@ -130,8 +130,8 @@ static int do_accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags,
 	long nfd = io_once(&io, &s, 0, false);
 	if (nfd >= 0) {
 		bool tcp = fdflags(io.r.d) & PD_DRAINOK; /* the listener is TCP */
-		pd_reset((int)nfd, newfd_flags(flags & SOCK_NONBLOCK,
-					       PD_SOCK | (tcp ? PD_DRAINOK : 0)));
+		pd_reset((int)nfd, PD_SOLE | newfd_flags(flags & SOCK_NONBLOCK,
+							 PD_SOCK | (tcp ? PD_DRAINOK : 0)));
 	}
 	return (int)sysret(nfd);
 }
@@ -331,16 +331,24 @@ HOOK int dup3(int oldfd, int newfd, int flags)
 
 /* The program set or cleared O_NONBLOCK on fd's file (F_SETFL, FIONBIO).
  * Non-blocking: its calls pass from now on.  Blocking again: worked out
- * afresh at next use (pd_init: pollable? kind?).  Lost a race with a
- * close: fine, the next file starts afresh anyway.  Either way every
- * other fd's hint is stale (hook.c io_begin asks the kernel again). */
+ * afresh at next use (pd_init: pollable? kind?), and every other fd's
+ * hint is stale (hook.c io_begin asks the kernel again).  Lost a race
+ * with a close: fine, the next file starts afresh anyway. */
 static void setmode(int fd, bool nb)
 {
 	if (!rt_started())
 		return;
-	/* every other fd on the same open file (a dup) changed with it:
-	 * their hints are stale from now on (netpoll.h pd_nbgen) */
-	uint32_t gen = atomic_fetch_add_explicit(&pd_nbgen, 1, memory_order_acq_rel) + 1;
+	/* Made blocking: every other fd on the same open file (a dup)
+	 * changed with it, so every hint is stale from now on (netpoll.h
+	 * pd_nbgen).  Made non-blocking: no hint is wrong - a hint says
+	 * "non-blocking" (PD_USERNB) or nothing, and a file the record
+	 * calls blocking is asked again before a G parks on it
+	 * (io_nonblock) - so the generation stays: a server that sets
+	 * O_NONBLOCK on every accepted socket (apache) would otherwise
+	 * send every other fd's next call to F_GETFL (1 more system call
+	 * per request) */
+	uint32_t gen = nb ? atomic_load_explicit(&pd_nbgen, memory_order_acquire)
+			  : atomic_fetch_add_explicit(&pd_nbgen, 1, memory_order_acq_rel) + 1;
 	struct pd *d = pd_lookup(fd);
 	uint32_t f = fdflags(d);
 	if (!(f & PD_KNOWN))

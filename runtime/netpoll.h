@@ -53,6 +53,7 @@ enum {
 	PD_CLOSING = 1 << 8, /* close in progress */
 	PD_NOWAIT = 1 << 9,  /* not a socket: tries are preadv2/pwritev2(RWF_NOWAIT) */
 	PD_WPOLL = 1 << 10,  /* PD_NOWAIT, but writes poll first (eventfd: EOPNOTSUPP) */
+	PD_SOLE = 1 << 11,   /* made here (accept, socket), never dup'ed: see pd_closing */
 };
 /* A pollable file that is neither PD_SOCK nor PD_NOWAIT (the kernel
  * refuses RWF_NOWAIT for it: inotify, ttys, named FIFOs...) is tried by
@@ -67,6 +68,7 @@ struct pd {
 	_Atomic uint32_t wev;     /* write-side events seen */
 	_Atomic uint32_t rdrain;  /* rev + 1 when a read found it empty, else 0 */
 	_Atomic uint32_t nbgen;   /* pd_nbgen when PD_USERNB was last seen true */
+	_Atomic uint32_t forkgen; /* pd_forkgen when this file was made (PD_SOLE) */
 	_Atomic int64_t rtimeo;   /* SO_RCVTIMEO in ns, 0 none */
 	_Atomic int64_t wtimeo;   /* SO_SNDTIMEO in ns, 0 none */
 	_Atomic uint32_t timeogen; /* pd_timeogen when rtimeo/wtimeo were read, 0 never */
@@ -79,6 +81,17 @@ struct pd {
  * bumps pd_nbgen (hook/fd.c), so a hint older than the last change is
  * asked of the kernel (F_GETFL) again before it is used. */
 extern _Atomic uint32_t pd_nbgen;
+
+/* A file made by the program in this process (accept, socket: PD_SOLE),
+ * never dup'ed and with no fork since it was made (pd_forkgen, which
+ * pd_forked bumps in the parent), is closed for good by its close: the
+ * kernel then drops its epoll registration itself, and pd_closing makes
+ * no EPOLL_CTL_DEL.  Only a hint: a file that lives on elsewhere (sent
+ * with SCM_RIGHTS, a raw dup or clone) keeps a stale registration, whose
+ * events the seq in their tag discards (pollfd_event): a wakeup of the
+ * netpoller each, no wrong answer. */
+extern _Atomic uint32_t pd_forkgen;
+void pd_forked(void); /* in the parent after a fork: every file is shared */
 
 /* SO_RCVTIMEO/SO_SNDTIMEO belong to the socket too, shared by its dups:
  * rtimeo/wtimeo are good while d->timeogen == pd_timeogen, which every

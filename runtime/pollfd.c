@@ -36,6 +36,14 @@ static struct pd *_Atomic pdtab[NCHUNKS];
 
 _Atomic uint32_t pd_nbgen = 1; /* 0 is never current: a fresh descriptor's nbgen */
 _Atomic uint32_t pd_timeogen = 1; /* likewise for timeogen */
+_Atomic uint32_t pd_forkgen;      /* forks made by this process (netpoll.h) */
+
+void pd_forked(void)
+{
+	/* relaxed: a hint for pd_closing, which at worst makes a needless
+	 * EPOLL_CTL_DEL or leaves a stale registration (netpoll.h) */
+	atomic_fetch_add_explicit(&pd_forkgen, 1, memory_order_relaxed);
+}
 
 struct pd *pd_lookup(int fd)
 {
@@ -206,6 +214,8 @@ static void reset(int fd, uint32_t flags, int64_t rtimeo, int64_t wtimeo, uint32
 	atomic_store_explicit(&d->wtimeo, wtimeo, memory_order_relaxed);
 	atomic_store_explicit(&d->timeogen, 0, memory_order_relaxed); /* asked at the first wait */
 	atomic_store_explicit(&d->nbgen, nbgen, memory_order_relaxed);
+	atomic_store_explicit(&d->forkgen, atomic_load_explicit(&pd_forkgen, memory_order_relaxed),
+			      memory_order_relaxed);
 	unlock(&d->lock);
 	readylist(list);
 }
@@ -225,6 +235,11 @@ void pd_reset(int fd, uint32_t flags)
 void pd_dup(int oldfd, int newfd)
 {
 	struct pd *o = pd_lookup(oldfd);
+	if (o && (pdflags(o) & PD_SOLE)) { /* two fds on the file now (PD_SHARED lacks it) */
+		lock(&o->lock); /* flags change under it (setflags) */
+		setflags(o, pdflags(o) & ~(uint32_t)PD_SOLE);
+		unlock(&o->lock);
+	}
 	uint32_t f = o ? pdflags(o) & PD_SHARED : 0;
 	int64_t rt = o ? atomic_load_explicit(&o->rtimeo, memory_order_relaxed) : 0;
 	int64_t wt = o ? atomic_load_explicit(&o->wtimeo, memory_order_relaxed) : 0;
@@ -239,7 +254,12 @@ uint32_t pd_closing(int fd)
 		return 0; /* nothing known: nobody can be parked on it */
 	struct g *list = NULL;
 	lock(&d->lock);
-	if (pdflags(d) & PD_REG) {
+	/* a sole file's registration goes with its last reference, which
+	 * this close is (netpoll.h pd_forkgen): no EPOLL_CTL_DEL, 1 call
+	 * less per connection a server closes */
+	uint32_t f = pdflags(d);
+	if ((f & PD_REG) && (!(f & PD_SOLE) || atomic_load_explicit(&d->forkgen, memory_order_relaxed) !=
+							   atomic_load_explicit(&pd_forkgen, memory_order_relaxed))) {
 		struct epoll_event ev = { 0 };
 		(void)sys4(SYS_epoll_ctl, netpoll_epfd, EPOLL_CTL_DEL, fd, &ev);
 	}

@@ -46,6 +46,7 @@ static void atfork_parent(void)
 {
 	tls_forkleave();
 	tls_forkdone();
+	pd_forked(); /* every file is the child's too (runtime/netpoll.h) */
 }
 
 static void atfork_child(void)

@@ -1,0 +1,140 @@
+/*
+ * servers.c - what a server does per request, for counting the system
+ * calls weft adds to it (tests/test_preload_calls.c runs it under
+ * tests/preload/sccount natively and under weft run).  A plain program.
+ *
+ *   servers nbhints - like apache per connection: a new socket made
+ *           non-blocking (F_GETFL, F_SETFL O_NONBLOCK), then a read on
+ *           another, older non-blocking socket that has nothing (EAGAIN),
+ *           ROUNDS times.  The program makes ROUNDS F_GETFL itself.
+ *   servers closes - like a server per connection: accept, write, a
+ *           blocking read that waits for the client's answer, close,
+ *           ROUNDS times against a client thread; then a connection whose
+ *           accepted fd is dup'ed: a read parked on the original, close
+ *           it, a read on the dup still gets the client's next byte.
+ *           The program makes no epoll call itself.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "check.h"
+
+#define ROUNDS 200
+
+static void case_nbhints(void)
+{
+	int old[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, old) == 0);
+	int fl = fcntl(old[0], F_GETFL);
+	CHECK(fl >= 0 && fcntl(old[0], F_SETFL, fl | O_NONBLOCK) == 0);
+	char c;
+	for (int i = 0; i < ROUNDS; i++) {
+		int sv[2];
+		CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+		fl = fcntl(sv[0], F_GETFL);
+		CHECK(fl >= 0 && fcntl(sv[0], F_SETFL, fl | O_NONBLOCK) == 0);
+		errno = 0;
+		CHECK(read(old[0], &c, 1) == -1 && errno == EAGAIN);
+		errno = 0;
+		CHECK(read(sv[0], &c, 1) == -1 && errno == EAGAIN);
+		close(sv[0]);
+		close(sv[1]);
+	}
+	/* made blocking again through a dup: the next read on the original
+	 * must block as natively (here: find the byte written first) */
+	int d = dup(old[0]);
+	CHECK(d >= 0 && fcntl(d, F_SETFL, fl & ~O_NONBLOCK) == 0);
+	CHECK(write(old[1], "x", 1) == 1);
+	CHECK(read(old[0], &c, 1) == 1 && c == 'x');
+	printf("nbhints: %d rounds\n", ROUNDS);
+}
+
+static int listener(struct sockaddr_in *a)
+{
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(l >= 0);
+	*a = (struct sockaddr_in){ .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof *a;
+	CHECK(bind(l, (struct sockaddr *)a, len) == 0 && listen(l, 64) == 0);
+	CHECK(getsockname(l, (struct sockaddr *)a, &len) == 0);
+	return l;
+}
+
+static struct sockaddr_in caddr; /* the listener's address */
+
+/* The client: per connection, read the server's byte, answer it; the
+ * last connection answers twice. */
+static void *client(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i <= ROUNDS; i++) {
+		int c = socket(AF_INET, SOCK_STREAM, 0);
+		CHECK(c >= 0 && connect(c, (struct sockaddr *)&caddr, sizeof caddr) == 0);
+		char b;
+		CHECK(read(c, &b, 1) == 1);
+		CHECK(write(c, "b", 1) == 1);
+		if (i == ROUNDS) {
+			CHECK(read(c, &b, 1) == 1);
+			CHECK(write(c, "c", 1) == 1);
+		}
+		CHECK(read(c, &b, 1) == 0); /* the server's close */
+		close(c);
+	}
+	return NULL;
+}
+
+static void case_closes(void)
+{
+	int l = listener(&caddr);
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, client, NULL) == 0);
+	char b;
+	for (int i = 0; i < ROUNDS; i++) {
+		int s = accept(l, NULL, NULL);
+		CHECK(s >= 0);
+		CHECK(write(s, "a", 1) == 1);
+		CHECK(read(s, &b, 1) == 1 && b == 'b'); /* waits for the client */
+		close(s);
+	}
+	int s = accept(l, NULL, NULL);
+	CHECK(s >= 0);
+	int d = dup(s);
+	CHECK(d >= 0);
+	CHECK(write(s, "a", 1) == 1);
+	CHECK(read(s, &b, 1) == 1 && b == 'b');
+	close(s);
+	CHECK(write(d, "a", 1) == 1);
+	CHECK(read(d, &b, 1) == 1 && b == 'c'); /* parks on the dup */
+	close(d);
+	CHECK(pthread_join(t, NULL) == 0);
+	close(l);
+	printf("closes: %d rounds\n", ROUNDS);
+}
+
+/* The case runs on a thread of its own: a program that never makes one
+ * never starts weft's runtime (docs/preload.md). */
+static void *run(void *arg)
+{
+	const char *name = arg;
+	if (strcmp(name, "nbhints") == 0)
+		case_nbhints();
+	else if (strcmp(name, "closes") == 0)
+		case_closes();
+	else
+		FAIL("no case %s", name);
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		FAIL("usage: servers CASE");
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, run, argv[1]) == 0);
+	CHECK(pthread_join(t, NULL) == 0);
+	return 0;
+}

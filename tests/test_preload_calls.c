@@ -1,0 +1,75 @@
+/*
+ * test_preload_calls.c - the system calls weft adds to what a server does
+ * (issue 12 item 5: apache under weft run must make <= 1.2x native's
+ * calls per request).  tests/preload/servers.c does a server's steps;
+ * tests/preload/sccount.c (ptrace) counts chosen calls of it and all its
+ * threads, natively and under `weft run --procs 2`: counts, not time.
+ */
+#include "preload/harness.h"
+
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+
+static struct hrun R, N; /* under weft, native */
+
+/* Run `servers cas` under sccount with spec, natively (weft false) or
+ * under weft run --procs 2; the count sccount printed. */
+static long counted(struct hrun *r, bool weft, const char *spec, const char *cas)
+{
+	h_paths();
+	const char *a[16];
+	int k = 0;
+	a[k++] = h_prog("sccount");
+	a[k++] = spec;
+	a[k++] = "--";
+	if (weft) {
+		a[k++] = h_weft;
+		a[k++] = "run";
+		a[k++] = "--procs";
+		a[k++] = "2";
+		a[k++] = "--";
+	}
+	a[k++] = h_prog("servers");
+	a[k++] = cas;
+	a[k] = NULL;
+	h_run(r, a, NULL, NULL, 120);
+	cr_assert_eq(h_code(r), 0, "%s: %s%s", weft ? "weft" : "native", r->out, r->err);
+	char key[64];
+	snprintf(key, sizeof key, "sccount %s ", spec);
+	const char *p = strstr(r->err, key);
+	cr_assert(p, "no count in: %s", r->err);
+	return atol(p + strlen(key));
+}
+
+/* A server that makes every accepted socket non-blocking (F_SETFL
+ * O_NONBLOCK, as apache does) must not send the next call on every other
+ * non-blocking socket to F_GETFL: 200 rounds, the program's own 200
+ * F_GETFL and at most a few of weft's (before: one more per round, 400) */
+Test(calls, nonblock_keeps_other_hints, .timeout = 300)
+{
+	if (h_asan())
+		cr_skip_test("ASan build: the launcher's LD_PRELOAD cannot put ASan first");
+	char spec[32];
+	snprintf(spec, sizeof spec, "%d:1=%d", SYS_fcntl, F_GETFL);
+	long n = counted(&N, false, spec, "nbhints");
+	long w = counted(&R, true, spec, "nbhints");
+	cr_expect_geq(n, 200, "natively %ld F_GETFL", n);
+	cr_expect_leq(w, n + 20, "weft %ld F_GETFL, natively %ld: %s", w, n, R.err);
+}
+
+/* A server closing the connections it accepted (and parked on) makes no
+ * EPOLL_CTL_DEL for them: the file's last close drops its registration
+ * in the kernel (runtime/netpoll.h PD_SOLE; before: one per connection,
+ * 100 here); a dup'ed connection is still read right after the original
+ * is closed */
+Test(calls, close_makes_no_epoll_del, .timeout = 300)
+{
+	if (h_asan())
+		cr_skip_test("ASan build: the launcher's LD_PRELOAD cannot put ASan first");
+	char spec[32];
+	snprintf(spec, sizeof spec, "%d:1=%d", SYS_epoll_ctl, EPOLL_CTL_DEL);
+	long n = counted(&N, false, spec, "closes");
+	long w = counted(&R, true, spec, "closes");
+	cr_expect_eq(n, 0, "natively %ld", n);
+	cr_expect_leq(w, 5, "weft %ld EPOLL_CTL_DEL for 100 connections: %s", w, R.err);
+}
