@@ -1573,7 +1573,7 @@ bool entersyscallwait(int64_t *until)
 bool exitsyscallwait(void)
 {
 	struct m *m = getm();
-	bool stop = atomic_exchange(&m->kwait, KW_NONE) == KW_STOP;
+	bool stop = kwait_leave(m); /* no kick of this wait comes later */
 	atomic_fetch_sub(&sched.nkwait, 1);
 	exitsyscall();
 	/* seq_cst after the exchange: sysmon, asleep for good while every
