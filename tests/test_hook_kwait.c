@@ -291,8 +291,12 @@ G_TEST(hook_kwait, readied_g_ends_kernel_wait_without_a_spare, 60)
 	CHECK(pthread_join(t, &r) == 0 && r == NULL);
 	stats(&b);
 	int64_t lent = b.syscall_handoffs - a.syscall_handoffs;
+	/* under TSan a waiter back from its call can sleep on TSan's own
+	 * locks, which sysmon takes for a wait its kick did not end: now
+	 * and then a spare, and its thread (seen: 1 spare in 300 rounds,
+	 * threads 2 -> 4) */
 	if (b.kernel_waits - a.kernel_waits < NROUND / 4 || lent > NROUND / 10 ||
-	    b.threads > a.threads + 1) {
+	    b.threads > a.threads + (TEST_TSAN ? 1 + NROUND / 10 : 1)) {
 		fprintf(stderr, "%d rounds: %lld kernel waits, %lld spares lent, threads %d -> %d\n",
 			NROUND, (long long)(b.kernel_waits - a.kernel_waits), (long long)lent,
 			a.threads, b.threads);
