@@ -1557,8 +1557,10 @@ bool entersyscallwait(int64_t *until)
 	atomic_store(&m->kwait, KW_WAIT);
 	atomic_fetch_add(&sched.nkwait, 1);
 	if (!entersyscallwait_ok(m, pp, until)) {
+		/* not a plain store of KW_NONE: a readier may have seen our
+		 * KW_WAIT and be sending its kick (kwait.c) */
+		(void)kwait_leave(m);
 		atomic_fetch_sub(&sched.nkwait, 1);
-		atomic_store(&m->kwait, KW_NONE);
 		/* sysmon may have taken our KW_WAIT for a quiet P and slept:
 		 * it must watch the G that runs on (as exitsyscallwait) */
 		if (atomic_load(&sched.sysmonwait))
