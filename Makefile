@@ -97,6 +97,11 @@ deps:
 # Objects and links depend on the flags they were made with: a change of
 # flags (or compiler) rebuilds, as a change of source does.
 FLAGS_STAMP := $(BUILD)/.flags
+# -z defs: a symbol no library provides is a link error, never a run-time
+# "symbol lookup error" (tests/test_link.c checks the result).  Defined
+# here, before FLAGS_NOW (a := variable: one defined later would be empty
+# in it, and a change of link flags would not relink).
+SO_LDFLAGS := -shared -Wl,-z,defs -Wl,--exclude-libs,ALL $(LDFLAGS_HARDEN) $(LDFLAGS_SAN) -pthread
 FLAGS_NOW := $(CC) $(CFLAGS_LIB) | $(SO_LDFLAGS) $(SHIM_LDFLAGS) $(LIBS) | $(HARDEN) $(LDFLAGS_HARDEN)
 $(shell mkdir -p $(BUILD) && { [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || \
 	printf '%s\n' '$(FLAGS_NOW)' > $(FLAGS_STAMP); })
@@ -110,9 +115,7 @@ $(BUILD)/obj/%.o: %.S $(FLAGS_STAMP)
 	$(CC) $(CFLAGS_LIB) -c $< -o $@
 
 # jemalloc is linked in privately: its malloc/free stay hidden in libweft
-# -z defs: a symbol no library provides is a link error, never a run-time
-# "symbol lookup error" (tests/test_link.c checks the result)
-SO_LDFLAGS := -shared -Wl,-z,defs -Wl,--exclude-libs,ALL $(LDFLAGS_HARDEN) $(LDFLAGS_SAN) -pthread
+# (SO_LDFLAGS: above, with the flags the stamp records)
 $(SO): $(LIB_OBJ) $(JEMALLOC_A) $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(SO_LDFLAGS) -o $@ $(LIB_OBJ) $(JEMALLOC_A) -Wl,-soname,libweft.so $(LIBS)

@@ -526,6 +526,32 @@ static int g_sleep_ns(int64_t ns, int64_t *left)
 	return -EINTR;
 }
 
+/* Sleep on a G until the wall clock (CLOCK_REALTIME) reads at: 0, or
+ * EINTR (a signal handler ran).  As the kernel's own sleep to a time on
+ * that clock, a set of the clock moves the end (g_rtdeadline: the timer
+ * is placed again from at): a jump forward past at ends it at once, a
+ * jump back makes it longer.  (Converted to a duration, as before, it
+ * ignored both.) */
+static int g_sleep_rt(int64_t at)
+{
+	struct g *gp = getg();
+	for (;;) {
+		g_rtdeadline(at); /* before the clock is read: see timer.c */
+		int64_t left = at - rt_realtime();
+		if (left <= 0) {
+			g_rtdeadline(0);
+			return 0;
+		}
+		intr_arm(gp);
+		int r = g_sleep_until(deadline_in(left));
+		g_rtdeadline(0);
+		/* 0: the timer fired, or the clock was set; look again (no
+		 * clock watch: the wall clock may not be there yet) */
+		if (r != 0 && hook_eintr(false) != 0)
+			return EINTR;
+	}
+}
+
 HOOK unsigned int sleep(unsigned int s)
 {
 	if (!hook_g())
@@ -571,6 +597,8 @@ HOOK int clock_nanosleep(clockid_t clk, int flags, const struct timespec *req,
 	if (!sleepable(clk)) /* CPU-time clocks and the like: the thread sleeps */
 		return BLOCKING(true, REAL(clock_nanosleep)(clk, flags, req, rem));
 	int64_t ns = ts_ns(req);
+	if ((flags & TIMER_ABSTIME) && clk == CLOCK_REALTIME)
+		return g_sleep_rt(ns);
 	if (flags & TIMER_ABSTIME) {
 		struct timespec now;
 		clock_gettime(clk, &now);

@@ -86,7 +86,7 @@ static void onurg(int sig, siginfo_t *si, void *ucv)
 	struct m *m = getm();
 	struct frozen *f = NULL;
 	/* a kernel wait of this M ends (kwait.c); a kick is not the program's */
-	bool kick = kwait_onsignal(ucv);
+	bool kick = kwait_onsignal(si, ucv);
 	/* acquire: the slot's m and state were written before n */
 	int32_t n = m ? atomic_load_explicit(&fz.n, memory_order_acquire) : 0;
 	for (int32_t i = 0; i < n; i++) {

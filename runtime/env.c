@@ -97,6 +97,11 @@ static void debugopts(const char *s)
 			weftenv.nog0keep = tok[7] == '0';
 		} else if (!strcmp(tok, "stderr=0") || !strcmp(tok, "stderr=1")) {
 			/* the shim's: stderr stays glibc's (hook/preload/stdio.c) */
+		} else if (!strncmp(tok, "kickdelay=", 10)) {
+			if (parse_int(tok + 10, 0, 1000000, &v) == 0)
+				weftenv.kickdelay_ns = (int64_t)v * 1000;
+			else
+				warn("ignoring WEFT_DEBUG %s: want kickdelay=<us>, 0..1000000", tok);
 		} else if (!strncmp(tok, "clockset=", 9)) {
 			if (parse_int(tok + 9, -86400, 86400, &v) == 0)
 				weftenv.clockset_ns = (int64_t)v * 1000000000;
@@ -105,7 +110,7 @@ static void debugopts(const char *s)
 				     tok);
 		} else {
 			warn("ignoring WEFT_DEBUG %s: want schedtrace=<ms>, sigquit=continue, kwait=0, "
-			     "g0keep=0 or clockset=<s>",
+			     "g0keep=0, kickdelay=<us> or clockset=<s>",
 			     tok);
 		}
 	}

@@ -32,6 +32,29 @@
  * (__syscall_cp_asm and the handler's pc test) applied to waking a
  * thread rather than cancelling it.
  *
+ * No kick outlives its wait.  A kick's signal sent just as the wait
+ * ended on its own would otherwise land later, in whatever the M runs
+ * next: a linked program's own blocking call that is not restarted
+ * (a raw syscall(SYS_ppoll), nanosleep, a static library's read) would
+ * return an EINTR nobody asked for, and its SIGURG handler would run for
+ * nothing.  So (kwait_kick, kwait_leave): an asker moves the word
+ * KW_WAIT -> KW_KICK (one asker per wait wins), sends, then stores
+ * KW_SENT; the waiter leaving its wait waits while the word is KW_KICK,
+ * and after KW_SENT makes one more system call (rt_sigpending), on whose
+ * return the kernel delivers the signal, queued on the thread since the
+ * asker's tgkill returned.  The handler knows a kick by its siginfo
+ * (SI_QUEUE with kick_mark: kwait_sigsend), whatever the word says by
+ * then, and keeps it from the program's handler.  Under TSan, which
+ * runs a handler later, at its next intercepted call, the delivery is
+ * TSan's and the handler runs later: still not in a program's call, and
+ * still known as a kick.  What is left: a linked program that blocks
+ * SIGURG on its thread keeps the kick pending (the wait is not ended by
+ * it: sysmon's backstop), until it unblocks it; then the handler takes
+ * it, without EINTR unless the unblocking is a wait's own mask (ppoll,
+ * pselect, sigsuspend) - and a program's SIGURG queued while a kick is
+ * pending is merged with it by the kernel (one of a standard signal is
+ * pending at most), as Go's preemption signal is.
+ *
  * Memory order: the waiter stores KW_WAIT and adds to sched.nkwait
  * (seq_cst) before it reads its run queues, intrreq and flags; a readier
  * stores its G, then (seq_cst fence) reads sched.nkwait and the Ms'
@@ -41,6 +64,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
+#include <string.h>
+#include <time.h>
 #include <ucontext.h>
 
 #include "runtime.h"
@@ -91,47 +116,126 @@ long kwait_syscall(long nr, long a, long b, long c, long d, long e, long f)
 	return weft_kwait_sc(&getm()->kwait, nr, a, b, c, d, e, f);
 }
 
+/* A kick's mark: its siginfo says SI_QUEUE, from this process, with
+ * this address as its value (a program's sigqueue would have to guess
+ * it).  rt_tgsigqueueinfo to our own process may carry any negative
+ * si_code (the kernel refuses that only across processes). */
+static const char kick_mark;
+
+void kwait_sigsend(int tid, int sig)
+{
+	siginfo_t si;
+	memset(&si, 0, sizeof si);
+	int pid = (int)sys3(SYS_getpid, 0, 0, 0);
+	si.si_signo = sig;
+	si.si_code = SI_QUEUE;
+	si.si_pid = pid;
+	si.si_value.sival_ptr = (void *)&kick_mark;
+	(void)sys4(SYS_rt_tgsigqueueinfo, pid, tid, sig, &si);
+}
+
+static bool is_kick(const siginfo_t *si)
+{
+	return si && si->si_code == SI_QUEUE && si->si_value.sival_ptr == (void *)&kick_mark;
+}
+
 /* The signal a kick sends: SIGURG (dump.c's handler calls
  * kwait_onsignal); the shim sets its own sender (SIGWEFT). */
 static void kick_urg(int tid)
 {
-	(void)sys3(SYS_tgkill, sys3(SYS_getpid, 0, 0, 0), tid, SIGURG);
+	kwait_sigsend(tid, SIGURG);
 }
 void (*rt_kicktid)(int tid) = kick_urg;
 
-bool kwait_onsignal(void *ucv)
+bool kwait_onsignal(void *siv, void *ucv)
 {
+	bool kick = is_kick(siv);
 	struct m *m = getm();
 	if (!m)
-		return false;
+		return kick;
 	int32_t kw = atomic_load_explicit(&m->kwait, memory_order_relaxed);
 	if (kw == KW_NONE)
-		return false;
-	/* this thread's own word: the waiter reads it after we return */
-	atomic_store_explicit(&m->kwait, KW_STOP, memory_order_relaxed);
+		return kick;
+	/* this thread's own wait: asked to end.  Not over KW_KICK or
+	 * KW_SENT: the waiter must still wait for that kick's signal */
+	int32_t want = KW_WAIT;
+	atomic_compare_exchange_strong(&m->kwait, &want, KW_STOP);
 	ucontext_t *uc = ucv;
 	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 	if (pc >= (uintptr_t)weft_kwait_begin && pc < (uintptr_t)weft_kwait_end)
 		uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)weft_kwait_cancel;
-	return kw == KW_STOP;
+	return kick;
+}
+
+/* m->kwait is KW_KICK, ours: send the kick, then say it is sent. */
+static void kick_send(struct m *m)
+{
+	int tid = atomic_load_explicit(&m->tid, memory_order_relaxed);
+	if (unlikely(weftenv.kickdelay_ns > 0)) {
+		/* tests: the asker is slow (preempted here, on a loaded
+		 * machine), and the wait ends on its own meanwhile */
+		struct timespec ts = { 0, (long)weftenv.kickdelay_ns };
+		(void)sys3(SYS_nanosleep, &ts, NULL, 0);
+	}
+	int32_t to = KW_STOP;
+	if (tid > 0) {
+		void (*kick)(int) = __atomic_load_n(&rt_kicktid, __ATOMIC_RELAXED);
+		kick(tid);
+		to = KW_SENT;
+	}
+	/* release: the signal is queued on the thread (tgkill returned)
+	 * before the waiter, which waits while KW_KICK, sees KW_SENT */
+	atomic_store_explicit(&m->kwait, to, memory_order_release);
 }
 
 bool kwait_kick(struct m *m)
 {
 	int32_t want = KW_WAIT;
-	if (!atomic_compare_exchange_strong(&m->kwait, &want, KW_STOP))
+	if (!atomic_compare_exchange_strong(&m->kwait, &want, KW_KICK))
 		return false;
-	int tid = atomic_load_explicit(&m->tid, memory_order_relaxed);
-	/* not if it is back already: a signal that comes after the wait
-	 * (this window is not closed, only narrowed) is harmless - it ends
-	 * the M's next kernel wait, which waits again; a blocking call it
-	 * interrupts restarts (SA_RESTART) - but stray all the same (in a
-	 * linked program the SIGURG handler the program had then runs) */
-	void (*kick)(int) = __atomic_load_n(&rt_kicktid, __ATOMIC_RELAXED);
-	if (tid > 0 && atomic_load(&m->kwait) == KW_STOP)
-		kick(tid);
+	kick_send(m);
 	atomic_fetch_add_explicit(&sched.nkwaitkick, 1, memory_order_relaxed);
 	return true;
+}
+
+bool kwait_rekick(struct m *m)
+{
+	int32_t want = KW_SENT;
+	if (!atomic_compare_exchange_strong(&m->kwait, &want, KW_KICK))
+		return false;
+	kick_send(m);
+	return true;
+}
+
+bool kwait_leave(struct m *m)
+{
+	int32_t kw;
+	for (int spins = 0;; spins++) {
+		kw = atomic_load_explicit(&m->kwait, memory_order_acquire);
+		if (kw == KW_KICK) {
+			/* an asker between its ask and its signal: not
+			 * without it (it would come later).  It runs on
+			 * another thread, maybe not now on a loaded machine */
+			if (spins < 64)
+				__builtin_ia32_pause();
+			else
+				(void)sys3(SYS_sched_yield, 0, 0, 0);
+			continue;
+		}
+		/* KW_WAIT -> KW_NONE here races an asker's KW_WAIT -> KW_KICK:
+		 * one wins; the loser of ours looks again */
+		if (atomic_compare_exchange_strong(&m->kwait, &kw, KW_NONE))
+			break;
+	}
+	if (kw == KW_SENT) {
+		/* the kick is queued on this thread, or was delivered: a
+		 * system call's return delivers it now if it is not blocked
+		 * (its handler takes it as a kick: kwait_onsignal), rather
+		 * than in the program's next call */
+		uint64_t pend;
+		(void)sys3(SYS_rt_sigpending, &pend, sizeof pend, 0);
+	}
+	return kw != KW_WAIT;
 }
 
 void kwait_wakeone(void)

@@ -1708,8 +1708,10 @@ bool entersyscallwait(int64_t *until)
 	atomic_store(&m->kwait, KW_WAIT);
 	atomic_fetch_add(&sched.nkwait, 1);
 	if (!entersyscallwait_ok(m, pp, until)) {
+		/* not a plain store of KW_NONE: a readier may have seen our
+		 * KW_WAIT and be sending its kick (kwait.c) */
+		(void)kwait_leave(m);
 		atomic_fetch_sub(&sched.nkwait, 1);
-		atomic_store(&m->kwait, KW_NONE);
 		/* sysmon may have taken our KW_WAIT for a quiet P and slept:
 		 * it must watch the G that runs on (as exitsyscallwait) */
 		if (atomic_load(&sched.sysmonwait))
@@ -1724,7 +1726,7 @@ bool entersyscallwait(int64_t *until)
 bool exitsyscallwait(void)
 {
 	struct m *m = getm();
-	bool stop = atomic_exchange(&m->kwait, KW_NONE) == KW_STOP;
+	bool stop = kwait_leave(m); /* no kick of this wait comes later */
 	atomic_fetch_sub(&sched.nkwait, 1);
 	exitsyscall();
 	/* seq_cst after the exchange: sysmon, asleep for good while every

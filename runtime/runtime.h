@@ -295,11 +295,19 @@ struct m {
 	_Atomic int32_t kwait;
 };
 
-/* m->kwait */
+/* m->kwait.  Invariant: a kick's signal is sent only while the word
+ * is KW_KICK, by the one asker that moved it there, and the waiter does
+ * not leave its wait (kwait_leave) while it is KW_KICK, nor, after
+ * KW_SENT, before the signal was delivered: so no kick outlives the
+ * wait it was for (kwait.c). */
 enum kwstate {
 	KW_NONE, /* not in a kernel wait */
 	KW_WAIT, /* in one (from before its last look at the run queues) */
-	KW_STOP, /* asked to end it (kwait_kick, a runtime signal on the M) */
+	KW_STOP, /* asked to end it, no kick signal of ours on its way (a
+	          * signal handled on the M, or an asker that sent none) */
+	KW_KICK, /* asked to end it: the asker is sending its signal now */
+	KW_SENT, /* asked to end it: the kick signal was sent (it is queued
+	          * on the thread or was delivered) */
 };
 
 /* ---- P ---------------------------------------------------------------- */
@@ -387,6 +395,7 @@ struct p {
 	int64_t sm_cpuwhen;       /* when sm_cpu was read, 0: not yet for this G run */
 	int64_t sm_lent;          /* when sysmon last lent a spare for this P */
 	int64_t sm_kick;          /* when sysmon saw this P's kernel wait asked to end (0: not) */
+	bool sm_rekick;           /* sysmon sent that wait its kick again (kwait_rekick) */
 	/* spares lent for this P beyond the first (PF_LENT): a blocked M's
 	 * Gs whose first spare blocked too; givebackp retires them all */
 	_Atomic int32_t nlent;
@@ -518,10 +527,20 @@ bool exitsyscallwait(void);
 /* The system call of a kernel wait: nr(a..f), or -EINTR at once if the
  * wait was asked to end already; a kick ends it with -EINTR. */
 long kwait_syscall(long nr, long a, long b, long c, long d, long e, long f);
-/* In a runtime signal handler (SIGURG, the shim's SIGWEFT) on an M: end
- * the M's kernel wait if it is in one; true if it was asked to end (the
- * signal was a kick, not someone else's). */
-bool kwait_onsignal(void *uc);
+/* In a runtime signal handler (SIGURG, the shim's SIGWEFT) on an M, with
+ * its siginfo_t and ucontext_t: end the M's kernel wait if it is in one;
+ * true if the signal was a kick (kwait_kick's mark in its siginfo), not
+ * someone else's: then it is no one else's business. */
+bool kwait_onsignal(void *si, void *uc);
+/* exitsyscallwait's first step: the M's kernel wait is over; wait out a
+ * kick being sent and take delivery of one sent, so that it cannot land
+ * later in a call of the program's.  true if the wait was asked to end. */
+bool kwait_leave(struct m *m);
+/* sysmon: a wait asked to end by a signal is still asleep in the kernel
+ * (the signal came between the look and the call and its handler did
+ * not run at once - TSan defers handlers - or the M blocks the signal):
+ * send it again.  false if m is not in that state. */
+bool kwait_rekick(struct m *m);
 /* Ask m's kernel wait to end (a signal to its thread); false if m is not
  * waiting, or was asked already. */
 bool kwait_kick(struct m *m);
@@ -530,8 +549,12 @@ bool kwait_kick(struct m *m);
 void kwait_wakeone(void);
 /* A signal or cancellation for gp: end its kernel wait if it is in one. */
 void kwait_kickg(struct g *gp);
-/* How a kick reaches thread tid: SIGURG; the shim's SIGWEFT. */
+/* How a kick reaches thread tid: SIGURG; the shim's SIGWEFT.  Both
+ * send it with kwait_sigsend, which marks it as a kick. */
 extern void (*rt_kicktid)(int tid);
+/* Send sig to thread tid of this process marked as a kick (kwait_onsignal
+ * knows it by its siginfo). */
+void kwait_sigsend(int tid, int sig);
 
 /* Runtime entry from user code on a G (rt_enter's slow part). */
 void enterruntime(struct m *m);
@@ -798,6 +821,8 @@ struct weftenv {
 	int tls;               /* WEFT_TLS: -1 unset, 0 shared, 1 thread */
 	int maxthreads;        /* WEFT_MAXTHREADS: OS threads weft may have (default 10000) */
 	bool nokwait;          /* WEFT_DEBUG=kwait=0: fd waits always park (entersyscallwait) */
+	int64_t kickdelay_ns;  /* WEFT_DEBUG=kickdelay=<us>: a kick's asker naps this long
+	                        * between its ask and its signal (tests: kwait.c) */
 	bool nog0keep;         /* WEFT_DEBUG=g0keep=0: the scheduler loads its M's own TLS (tls.c) */
 };
 extern struct weftenv weftenv;

@@ -167,7 +167,17 @@ static bool kwaitstuck(struct p *pp, int64_t now)
 	 * runnable is on its way out (a loaded machine may not run it for
 	 * a while), and a spare would only add a thread */
 	int tid = atomic_load_explicit(&m->tid, memory_order_relaxed);
-	return tid <= 0 || threadstate(tid) != 'S';
+	if (tid <= 0 || threadstate(tid) != 'S')
+		return true;
+	/* once, the kick again: it came between the wait's look and its
+	 * call while the handler that would have moved it out could not
+	 * run (TSan runs handlers later), and ends the call itself now */
+	if (!pp->sm_rekick && kwait_rekick(m)) {
+		pp->sm_rekick = true;
+		pp->sm_kick = now;
+		return true;
+	}
+	return false;
 }
 
 /* Is every P idle, or waiting in the kernel (kwait.c) with nothing
@@ -245,6 +255,7 @@ static int retake(int64_t now, int *watch)
 			pp->sm_when = now;
 			pp->sm_cpuwhen = 0;
 			pp->sm_kick = 0;
+			pp->sm_rekick = false;
 			if (insys && (haswork(pp, now) || atomic_load(&sched.runqsize) != 0))
 				(*watch)++;
 			continue;

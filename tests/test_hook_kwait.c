@@ -12,6 +12,8 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
+#include <sys/syscall.h>
+#include <time.h>
 
 static char *env_nokwait[] = { "WEFT_MAXPROCS=1", "WEFT_DEBUG=kwait=0", NULL };
 
@@ -289,8 +291,12 @@ G_TEST(hook_kwait, readied_g_ends_kernel_wait_without_a_spare, 60)
 	CHECK(pthread_join(t, &r) == 0 && r == NULL);
 	stats(&b);
 	int64_t lent = b.syscall_handoffs - a.syscall_handoffs;
+	/* under TSan a waiter back from its call can sleep on TSan's own
+	 * locks, which sysmon takes for a wait its kick did not end: now
+	 * and then a spare, and its thread (seen: 1 spare in 300 rounds,
+	 * threads 2 -> 4) */
 	if (b.kernel_waits - a.kernel_waits < NROUND / 4 || lent > NROUND / 10 ||
-	    b.threads > a.threads + 1) {
+	    b.threads > a.threads + (TEST_TSAN ? 1 + NROUND / 10 : 1)) {
 		fprintf(stderr, "%d rounds: %lld kernel waits, %lld spares lent, threads %d -> %d\n",
 			NROUND, (long long)(b.kernel_waits - a.kernel_waits), (long long)lent,
 			a.threads, b.threads);
@@ -318,6 +324,79 @@ G_TEST(hook_kwait, sysmon_sleeps_while_the_p_waits_quietly, 30)
 	CHECK(b.kernel_waits > a.kernel_waits);
 	if (wakes >= 40) {
 		fprintf(stderr, "sysmon woke %lld times in 1 s\n", (long long)wakes);
+		CHECK(0);
+	}
+	close(p[0]);
+	close(p[1]);
+	return 0;
+}
+
+/* A kick sent just as its wait ended on its own must not land in what
+ * the G does next: here a raw syscall(SYS_ppoll), which weft does not
+ * see and the kernel never restarts.  WEFT_DEBUG=kickdelay makes every
+ * asker nap 3 ms between its ask and its signal (as one preempted there
+ * on a loaded machine), longer than the 1 ms poll it asks to end: the
+ * poll times out first, and the signal would come during the ppoll
+ * (before: it did, and the ppoll returned EINTR in most rounds).  Now
+ * the wait does not end while its kick is on its way, and takes its
+ * delivery before it returns (runtime/kwait.c, kwait_leave). */
+static char *env_kickdelay[] = { "WEFT_MAXPROCS=1", "WEFT_DEBUG=kickdelay=3000", NULL };
+#define NSTRAY 100 /* rounds */
+static atomic_int stray_stop;
+
+static void stray_pong(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		int v;
+		CHECK(weft_chan_recv(ch, &v) == 1);
+		if (v < 0)
+			return;
+	}
+}
+
+static void *stray_send(void *arg)
+{
+	(void)arg;
+	for (int i = 0; !atomic_load(&stray_stop); i++)
+		if (weft_chan_send(ch, &i) != 0)
+			return (void *)1;
+	int end = -1;
+	return weft_chan_send(ch, &end) == 0 ? NULL : (void *)1;
+}
+
+G_TEST_ENV(hook_kwait, stray_kick_never_reaches_the_program, env_kickdelay, 120)
+{
+	(void)argc, (void)argv;
+	int p[2];
+	CHECK(pipe(p) == 0);
+	ch = weft_chan_make(sizeof(int), 0);
+	weft_go(stray_pong, NULL);
+	weft_yield(); /* stray_pong parks on the channel */
+	weft_stats_t a, b;
+	stats(&a);
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, stray_send, NULL) == 0);
+	int rounds = 0, eintr = 0;
+	for (; rounds < NSTRAY; rounds++) {
+		struct pollfd pf = { p[0], POLLIN, 0 };
+		int r = poll(&pf, 1, 1); /* nothing comes: 0, or EINTR never */
+		CHECK(r == 0);
+		struct timespec ts = { 0, 4 * 1000000 };
+		long k = syscall(SYS_ppoll, NULL, 0L, &ts, NULL, 8L);
+		if (k == -1 && errno == EINTR)
+			eintr++;
+		else
+			CHECK(k == 0);
+		weft_yield(); /* stray_pong takes what was sent */
+	}
+	atomic_store(&stray_stop, 1);
+	void *r;
+	CHECK(pthread_join(t, &r) == 0 && r == NULL);
+	stats(&b);
+	if (eintr != 0 || b.kernel_waits - a.kernel_waits < rounds / 2) {
+		fprintf(stderr, "%d rounds: %d raw ppolls ended by EINTR, %lld kernel waits\n", rounds,
+			eintr, (long long)(b.kernel_waits - a.kernel_waits));
 		CHECK(0);
 	}
 	close(p[0]);

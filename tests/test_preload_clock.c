@@ -12,9 +12,17 @@
  * timer was queued before the set ends at once, 20 s early), computes
  * later realtime waits against the moved clock (sem_timedwait,
  * pthread_timedjoin_np), and leaves a monotonic wait alone.  Not proven
- * here: a real jump's size (the knob stands in for it).
+ * by that one: a real jump's size (the knob stands in for it).
+ *
+ * clock/real_jump_forward and real_jump_back move the clock for real
+ * (tests/preload/clockreal.c: 4 s forward, 5 s back, put right within
+ * the run against CLOCK_MONOTONIC, and again here should the program
+ * die first), natively and under the shim on 1 and 2 Ps: the same line
+ * each way.
  */
 #include "preload/harness.h"
+
+#include <time.h>
 
 static struct hrun R;
 
@@ -37,4 +45,67 @@ Test(clock, realtime_waits_follow_a_clock_set, .timeout = 120)
 			  "deadline on the real clock): %s%s",
 			  procs, R.out, R.err);
 	}
+}
+
+/* CLOCK_REALTIME minus CLOCK_MONOTONIC, in ns. */
+static int64_t clock_offset(void)
+{
+	struct timespec r, m;
+	clock_gettime(CLOCK_REALTIME, &r);
+	clock_gettime(CLOCK_MONOTONIC, &m);
+	return (int64_t)(r.tv_sec - m.tv_sec) * 1000000000 + (r.tv_nsec - m.tv_nsec);
+}
+
+/* After a run that jumped the clock: had it not put the clock right
+ * (it died first), set it back to off from the monotonic clock. */
+static void clock_restore(int64_t off)
+{
+	int64_t d = clock_offset() - off;
+	if (d > -50000000 && d < 50000000)
+		return;
+	struct timespec m;
+	clock_gettime(CLOCK_MONOTONIC, &m);
+	int64_t t = (int64_t)m.tv_sec * 1000000000 + m.tv_nsec + off;
+	struct timespec ts = { t / 1000000000, t % 1000000000 };
+	clock_settime(CLOCK_REALTIME, &ts);
+}
+
+/* clockreal MODE natively, then under the shim on 1 and 2 Ps: each
+ * prints want. */
+static void real_jump(const char *mode, const char *want)
+{
+	const char *a[] = { h_prog("clockreal"), mode, NULL };
+	int64_t off = clock_offset();
+	h_run(&R, a, NULL, NULL, 60);
+	clock_restore(off);
+	if (h_code(&R) == 77)
+		cr_skip_test("cannot set CLOCK_REALTIME (not root, or no CAP_SYS_TIME)");
+	cr_assert_eq(h_code(&R), 0, "native: %s%s", R.out, R.err);
+	cr_assert_str_eq(R.out, want, "native (the test's own expectation is wrong?): %s", R.err);
+	for (int procs = 1; procs <= 2; procs++) {
+		h_shim_run(&R, procs, a, NULL, NULL, 60);
+		clock_restore(off);
+		cr_assert_eq(h_code(&R), 0, "procs %d: %s%s", procs, R.out, R.err);
+		cr_expect_str_eq(R.out, want, "procs %d, as natively: %s", procs, R.err);
+	}
+}
+
+/* 4 s forward past a deadline 3 s ahead: cond, sem, mutex and
+ * clock_nanosleep waits on CLOCK_REALTIME end at once (early=4: before
+ * the deadline on the real clock; clock_nanosleep with TIMER_ABSTIME on
+ * a G lasted its 3 s before: early=3); a monotonic cond wait and a
+ * relative sleep do not move. */
+Test(clock, real_jump_forward, .timeout = 300)
+{
+	real_jump("fwd", "fwd rt_cond=110 sem=110 mutex=110 nanosleep=0 early=4 mono_cond=0 "
+			 "rel=ok\n");
+}
+
+/* 5 s back before a deadline 1.5 s ahead: the four realtime waits are
+ * all still waiting 0.5 s past it, and end (ETIMEDOUT, 0) once the
+ * clock is put right; the relative sleep of 1 s ended meanwhile. */
+Test(clock, real_jump_back, .timeout = 300)
+{
+	real_jump("back", "back waiting=4 rt_cond=110 sem=110 mutex=110 nanosleep=0 mono_cond=0 "
+			  "rel=ok\n");
 }

@@ -169,7 +169,6 @@ static int gettid_(void)
 static void on_weft(int sig, siginfo_t *si, void *ucv)
 {
 	(void)sig;
-	(void)si;
 	int e = errno_get();
 	ucontext_t *uc = ucv;
 	if (gettid_() == atomic_load(&sigtid)) {
@@ -182,7 +181,7 @@ static void on_weft(int sig, siginfo_t *si, void *ucv)
 		weftsig = 1;
 	} else {
 		m_mask(&uc->uc_sigmask);
-		(void)kwait_onsignal(uc); /* a kernel wait here ends (runtime/kwait.c) */
+		(void)kwait_onsignal(si, uc); /* a kernel wait here ends (runtime/kwait.c) */
 		async_check(uc); /* a G computing here with a signal to run */
 	}
 	/* only if changed: on a scheduler that kept a G's block (runtime/
@@ -224,7 +223,7 @@ void sig_tell(int tid)
  * a fork child about to exec, with no other M to kick. */
 static void kick(int tid)
 {
-	(void)sys3(SYS_tgkill, getpid(), tid, SIGWEFT);
+	kwait_sigsend(tid, SIGWEFT);
 }
 
 /* ---- runtime threads ----------------------------------------------------------- */

@@ -2,7 +2,10 @@
  * check.h - FAIL and CHECK for the plain programs in tests/preload/: say
  * where and what failed on stdout ("FAIL func:line: ..."), then exit 1
  * at once (_exit: no atexit handlers, no stdio flush of other threads'
- * half-written lines; stdout is flushed first).  Nothing here knows weft.
+ * half-written lines; stdout is flushed first).  say() for the programs
+ * that go on after a failed check and count them (failures: the exit
+ * status), and err() to read errno after a call.  Nothing here knows
+ * weft.
  */
 #ifndef PRELOAD_CHECK_H
 #define PRELOAD_CHECK_H
@@ -25,5 +28,26 @@
 		if (!(c))                                               \
 			FAIL("%s (errno %d %s)", #c, errno, strerror(errno)); \
 	} while (0)
+
+/* The checks that failed so far (say). */
+static int failures __attribute__((unused));
+
+/* "ok what" or "FAIL what" on stdout (flushed: a crash after it keeps
+ * the line); a failure is counted, and the program goes on. */
+static __attribute__((unused)) void say(const char *what, int ok)
+{
+	printf("%s %s\n", ok ? "ok" : "FAIL", what);
+	fflush(stdout);
+	if (!ok)
+		failures++;
+}
+
+/* errno read where the compiler cannot keep its address from before
+ * a call (see docs/preload.md): opaque, as gcc's noipa. */
+static __attribute__((noinline, unused)) int err(void)
+{
+	__asm__ volatile("" ::: "memory");
+	return errno;
+}
 
 #endif

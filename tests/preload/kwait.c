@@ -28,24 +28,6 @@
 
 #include "check.h"
 
-static int failures;
-
-static void say(const char *what, int ok)
-{
-	printf("%s %s\n", ok ? "ok" : "FAIL", what);
-	fflush(stdout);
-	if (!ok)
-		failures++;
-}
-
-/* errno read where the compiler cannot keep its address from before
- * a call (see docs/preload.md) */
-static __attribute__((noinline)) int err(void)
-{
-	__asm__ volatile("" ::: "memory");
-	return errno;
-}
-
 /* A thread that exits at once: the shim starts lazily, at the first
  * pthread_create; after it main runs as a green thread. */
 static void *nothing(void *arg)

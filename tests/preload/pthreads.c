@@ -37,15 +37,6 @@
 			FAIL("%s == %lld, want %lld", #a, a_, b_);             \
 	} while (0)
 
-/* errno read afresh: a call that blocked may return on another OS thread
- * under weft, and gcc keeps errno's address from before it
- * (docs/preload.md). */
-static __attribute__((noinline)) int err(void)
-{
-	__asm__ volatile("" ::: "memory"); /* opaque, as gcc's noipa */
-	return errno;
-}
-
 static void create(pthread_t *t, void *(*fn)(void *), void *arg)
 {
 	int e = pthread_create(t, NULL, fn, arg);

@@ -27,23 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int failures;
-
-static void say(const char *what, int ok)
-{
-	printf("%s %s\n", ok ? "ok" : "FAIL", what);
-	fflush(stdout);
-	if (!ok)
-		failures++;
-}
-
-/* errno read where the compiler cannot keep its address from before
- * a call (see docs/preload.md) */
-static __attribute__((noinline)) int err(void)
-{
-	__asm__ volatile("" ::: "memory");
-	return errno;
-}
+#include "check.h"
 
 static atomic_int handled;
 static pthread_t handler_self[64];

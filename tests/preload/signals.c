@@ -16,15 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int failures;
-
-static void say(const char *what, int ok)
-{
-	printf("%s %s\n", ok ? "ok" : "FAIL", what);
-	fflush(stdout);
-	if (!ok)
-		failures++;
-}
+#include "check.h"
 
 static volatile sig_atomic_t got_usr1, got_chld, got_usr2;
 
@@ -59,12 +51,6 @@ static void *sigwaiter(void *arg)
 	int sig = 0;
 	int r = sigwait(set, &sig);
 	return (void *)(long)(r == 0 ? sig : -1);
-}
-
-static __attribute__((noinline)) int err(void)
-{
-	__asm__ volatile("" ::: "memory"); /* opaque, as gcc's noipa */
-	return errno;
 }
 
 /* 50 writes to pipes nobody reads; returns how many did not fail with
