@@ -12,6 +12,7 @@
  * in a forked child (tests/test_hook.h); skipped without CAP_SYS_TIME.
  */
 #include "test_hook.h"
+#include "clocklock.h"
 
 #include <time.h>
 
@@ -100,6 +101,7 @@ static void g_rel(void *arg)
  * each is at its call.  The clock's offset from the monotonic one. */
 static int64_t start(int64_t ahead, pthread_t *t)
 {
+	clock_lock();
 	int64_t off = now(CLOCK_REALTIME) - now(CLOCK_MONOTONIC);
 	int64_t m0 = now(CLOCK_MONOTONIC);
 	deadline = ts(m0 + off + ahead);

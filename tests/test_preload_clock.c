@@ -21,6 +21,7 @@
  * each way.
  */
 #include "preload/harness.h"
+#include "clocklock.h"
 
 #include <time.h>
 
@@ -28,6 +29,7 @@ static struct hrun R;
 
 Test(clock, realtime_waits_follow_a_clock_set, .timeout = 120)
 {
+	clock_lock();
 	const char *s[] = { h_prog("clockjump"), "settime", NULL };
 	h_run(&R, s, NULL, NULL, 10);
 	if (h_code(&R) == 77)
@@ -74,6 +76,7 @@ static void clock_restore(int64_t off)
  * prints want. */
 static void real_jump(const char *mode, const char *want)
 {
+	clock_lock();
 	const char *a[] = { h_prog("clockreal"), mode, NULL };
 	int64_t off = clock_offset();
 	h_run(&R, a, NULL, NULL, 60);

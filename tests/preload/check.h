@@ -4,7 +4,7 @@
  * at once (_exit: no atexit handlers, no stdio flush of other threads'
  * half-written lines; stdout is flushed first).  say() for the programs
  * that go on after a failed check and count them (failures: the exit
- * status), and err() to read errno after a call.  Nothing here knows
+ * status), and errno_now() to read errno after a call.  Nothing here knows
  * weft.
  */
 #ifndef PRELOAD_CHECK_H
@@ -44,7 +44,7 @@ static __attribute__((unused)) void say(const char *what, int ok)
 
 /* errno read where the compiler cannot keep its address from before
  * a call (see docs/preload.md): opaque, as gcc's noipa. */
-static __attribute__((noinline, unused)) int err(void)
+static __attribute__((noinline, unused)) int errno_now(void)
 {
 	__asm__ volatile("" ::: "memory");
 	return errno;

@@ -148,14 +148,14 @@ static void case_signal(void)
 	atomic_store(&kills, 1);
 	int r = epoll_wait(ep, &e, 1, -1);
 	atomic_store(&out, 1);
-	say("epoll_wait: pthread_kill, -1 EINTR", r == -1 && err() == EINTR);
+	say("epoll_wait: pthread_kill, -1 EINTR", r == -1 && errno_now() == EINTR);
 
 	struct pollfd pf = { p[0], POLLIN, 0 };
 	atomic_store(&out, 0);
 	atomic_store(&kills, 2);
 	r = poll(&pf, 1, -1);
 	atomic_store(&out, 1);
-	say("poll: pthread_kill, -1 EINTR", r == -1 && err() == EINTR);
+	say("poll: pthread_kill, -1 EINTR", r == -1 && errno_now() == EINTR);
 
 	fd_set rs;
 	FD_ZERO(&rs);
@@ -164,7 +164,7 @@ static void case_signal(void)
 	atomic_store(&kills, 3);
 	r = select(p[0] + 1, &rs, NULL, NULL, NULL);
 	atomic_store(&out, 1);
-	say("select: pthread_kill, -1 EINTR", r == -1 && err() == EINTR);
+	say("select: pthread_kill, -1 EINTR", r == -1 && errno_now() == EINTR);
 	CHECK(pthread_join(k, NULL) == 0);
 
 	/* the process's own signal, routed to main */
@@ -172,7 +172,7 @@ static void case_signal(void)
 	int before = atomic_load(&handled);
 	setitimer(ITIMER_REAL, &it, NULL);
 	r = epoll_wait(ep, &e, 1, -1);
-	say("epoll_wait: SIGALRM, -1 EINTR", r == -1 && err() == EINTR);
+	say("epoll_wait: SIGALRM, -1 EINTR", r == -1 && errno_now() == EINTR);
 	say("the handler ran for each", atomic_load(&handled) >= 4 && atomic_load(&handled) > before);
 }
 
@@ -193,7 +193,7 @@ static void case_idle_signal(void)
 	struct itimerval it = { { 0, 0 }, { 0, 500000 } };
 	setitimer(ITIMER_REAL, &it, NULL);
 	int r = epoll_wait(ep, &e, 1, -1);
-	say("idle, then SIGALRM: -1 EINTR", r == -1 && err() == EINTR);
+	say("idle, then SIGALRM: -1 EINTR", r == -1 && errno_now() == EINTR);
 	say("the handler ran", atomic_load(&handled) == 1);
 }
 

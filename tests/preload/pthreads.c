@@ -940,21 +940,21 @@ static void case_sem(void)
 	CHECK_EQ(sem_getvalue(&items, &v), 0);
 	CHECK_EQ(v, 0);
 	CHECK_EQ(sem_trywait(&items), -1);
-	CHECK_EQ(err(), EAGAIN);
+	CHECK_EQ(errno_now(), EAGAIN);
 	int64_t t0 = now_ns();
 	struct timespec ts = in_ms(CLOCK_REALTIME, 40);
 	CHECK_EQ(sem_timedwait(&items, &ts), -1);
-	CHECK_EQ(err(), ETIMEDOUT);
+	CHECK_EQ(errno_now(), ETIMEDOUT);
 	CHECK(now_ns() - t0 >= 35000000);
 	ts = in_ms(CLOCK_MONOTONIC, 10);
 	CHECK_EQ(sem_clockwait(&items, CLOCK_MONOTONIC, &ts), -1);
-	CHECK_EQ(err(), ETIMEDOUT);
+	CHECK_EQ(errno_now(), ETIMEDOUT);
 	CHECK_EQ(sem_post(&items), 0);
 	CHECK_EQ(sem_timedwait(&items, &ts), 0);
 	CHECK_EQ(sem_destroy(&items), 0);
 	CHECK_EQ(sem_destroy(&slots), 0);
 	CHECK_EQ(sem_init(&items, 0, (unsigned)SEM_VALUE_MAX + 1u), -1);
-	CHECK_EQ(err(), EINVAL);
+	CHECK_EQ(errno_now(), EINVAL);
 }
 
 /* ---- one object, Gs and a real thread --------------------------------------------------------

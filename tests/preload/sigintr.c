@@ -111,7 +111,7 @@ static void case_read(void)
 	alarm_ms(100);
 	char c;
 	ssize_t n = read(sv[0], &c, 1);
-	say("read: -1 EINTR", n == -1 && err() == EINTR);
+	say("read: -1 EINTR", n == -1 && errno_now() == EINTR);
 	say("read: the handler ran once", handled == 1);
 	/* a partial transfer returns its count: MSG_WAITALL after one byte */
 	send(sv[1], "ab", 2, 0);
@@ -127,7 +127,7 @@ static void case_accept(void)
 	catch(SIGALRM, 0);
 	alarm_ms(100);
 	int c = accept(l, NULL, NULL);
-	say("accept: -1 EINTR", c == -1 && err() == EINTR);
+	say("accept: -1 EINTR", c == -1 && errno_now() == EINTR);
 	say("accept: the handler ran once", handled == 1);
 }
 
@@ -140,16 +140,16 @@ static void case_poll(void)
 	alarm_ms(100);
 	struct pollfd pf = { p[0], POLLIN, 0 };
 	int r = poll(&pf, 1, -1);
-	say("poll: -1 EINTR", r == -1 && err() == EINTR);
+	say("poll: -1 EINTR", r == -1 && errno_now() == EINTR);
 	alarm_ms(100);
 	r = poll(NULL, 0, 10000);
-	say("poll without fds: -1 EINTR", r == -1 && err() == EINTR);
+	say("poll without fds: -1 EINTR", r == -1 && errno_now() == EINTR);
 	alarm_ms(100);
 	fd_set rs;
 	FD_ZERO(&rs);
 	FD_SET(p[0], &rs);
 	r = select(p[0] + 1, &rs, NULL, NULL, NULL);
-	say("select: -1 EINTR", r == -1 && err() == EINTR);
+	say("select: -1 EINTR", r == -1 && errno_now() == EINTR);
 	say("poll: the handler ran each time", handled == 3);
 }
 
@@ -161,7 +161,7 @@ static void case_sleep(void)
 	say("sleep: the seconds left", left >= 3 && left <= 4);
 	alarm_ms(100);
 	int r = usleep(5000000);
-	say("usleep: -1 EINTR", r == -1 && err() == EINTR);
+	say("usleep: -1 EINTR", r == -1 && errno_now() == EINTR);
 }
 
 static void case_nanosleep(void)
@@ -172,7 +172,7 @@ static void case_nanosleep(void)
 	double t0 = now();
 	int r = nanosleep(&req, &rem);
 	double took = now() - t0, left = rem.tv_sec + rem.tv_nsec / 1e9;
-	say("nanosleep: -1 EINTR", r == -1 && err() == EINTR);
+	say("nanosleep: -1 EINTR", r == -1 && errno_now() == EINTR);
 	say("nanosleep: the remainder", left > 0 && left <= 3 - took + 0.05 && left >= 3 - took - 0.5);
 	alarm_ms(200);
 	rem = (struct timespec){ 0, 0 };
@@ -187,7 +187,7 @@ static void case_sem(void)
 	catch(SIGALRM, 0);
 	alarm_ms(100);
 	int r = sem_wait(&s);
-	say("sem_wait: -1 EINTR", r == -1 && err() == EINTR);
+	say("sem_wait: -1 EINTR", r == -1 && errno_now() == EINTR);
 	say("sem_wait: the handler ran", handled == 1);
 }
 
@@ -395,7 +395,7 @@ static void case_restart(void)
 	alarm_ms(100);
 	struct pollfd pf = { sv[0], POLLIN, 0 };
 	int r = poll(&pf, 1, -1);
-	say("SA_RESTART: poll is not restarted", r == -1 && err() == EINTR && handled == 2);
+	say("SA_RESTART: poll is not restarted", r == -1 && errno_now() == EINTR && handled == 2);
 }
 
 /* ---- pthread_kill wakes a worker in accept; its handler runs on it -------------------- */
@@ -408,7 +408,7 @@ static void *acceptor(void *arg)
 	(void)arg;
 	worker_ready = 1;
 	int c = accept(listener, NULL, NULL);
-	int e = err();
+	int e = errno_now();
 	worker_done = c == -1 && e == EINTR ? 1 : 2;
 	return NULL;
 }
@@ -484,7 +484,7 @@ static void *tid_reader(void *arg)
 	tid_ready = 1;
 	char c;
 	ssize_t n = read(tid_fd, &c, 1);
-	tid_result = n == -1 && err() == EINTR ? 1 : 2;
+	tid_result = n == -1 && errno_now() == EINTR ? 1 : 2;
 	return NULL;
 }
 
@@ -536,7 +536,7 @@ static void case_tgkill(void)
 	tid_round(2, "syscall(SYS_tkill)");
 	errno = 0;
 	say("tgkill of a thread that has ended: ESRCH",
-	    tgkill(getpid(), tid_worker, 0) == -1 && err() == ESRCH);
+	    tgkill(getpid(), tid_worker, 0) == -1 && errno_now() == ESRCH);
 }
 
 /* pthread_kill to a thread blocked in waitpid (a call that blocks its OS
@@ -550,7 +550,7 @@ static void *wp_waiter(void *arg)
 	wp_ready = 1;
 	int st;
 	pid_t r = waitpid(wp_child, &st, 0);
-	wp_result = r == -1 && err() == EINTR ? 1 : 2;
+	wp_result = r == -1 && errno_now() == EINTR ? 1 : 2;
 	return NULL;
 }
 
@@ -590,7 +590,7 @@ static void *masked_reader(void *arg)
 	wready++;
 	char c;
 	ssize_t n = read(wpipe[i][0], &c, 1);
-	wresult[i] = n == 1 ? 1 : err() == EINTR ? 2 : 3;
+	wresult[i] = n == 1 ? 1 : errno_now() == EINTR ? 2 : 3;
 	return NULL;
 }
 
@@ -648,7 +648,7 @@ static void *storm_reader(void *arg)
 		ssize_t n = read(rs[i][0], buf, sizeof buf);
 		if (n > 0)
 			got += n;
-		else if (n < 0 && err() == EINTR)
+		else if (n < 0 && errno_now() == EINTR)
 			eintrs++;
 		else
 			break;

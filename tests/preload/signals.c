@@ -65,7 +65,7 @@ static void *broken_writer(void *arg)
 			return (void *)50L;
 		close(q[0]);
 		ssize_t n = write(q[1], "x", 1);
-		if (n != -1 || err() != EPIPE)
+		if (n != -1 || errno_now() != EPIPE)
 			bad++;
 		close(q[1]);
 		usleep(100);
@@ -131,7 +131,7 @@ int main(void)
 	FD_ZERO(&rs);
 	FD_SET(p[0], &rs);
 	int r = pselect(p[0] + 1, &rs, NULL, NULL, NULL, &empty);
-	say("pselect with a mask wakes for SIGCHLD", r == -1 && err() == EINTR && got_chld == 1);
+	say("pselect with a mask wakes for SIGCHLD", r == -1 && errno_now() == EINTR && got_chld == 1);
 	int st = 0;
 	waitpid(pid, &st, 0);
 	say("the child's status", WIFEXITED(st) && WEXITSTATUS(st) == 7);

@@ -499,15 +499,7 @@ static int popen_case(int n)
 
 /* ---- the rest of the interface ------------------------------------------------------ */
 
-/* errno, read afresh: glibc's __errno_location is const, so gcc may keep
- * errno's address from the top of a function, which with weft's shared
- * TLS (the default) is the OS thread's the thread ran on then
- * (docs/preload.md, "Thread-local state and errno"). */
-static __attribute__((noinline)) int errno_now(void)
-{
-	__asm__ volatile("" ::: "memory");
-	return errno;
-}
+/* errno_now(): check.h */
 
 static FILE *shared;
 
