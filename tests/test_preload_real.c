@@ -67,3 +67,14 @@ Test(real, setuid_on_every_thread, .timeout = 120)
 {
 	real("setxid", "8", 1);
 }
+
+/* sigaction while another thread raises the signal (CPython's test_signal
+ * test_stress_modifying_handlers): every one of the 4,000 calls ends
+ * when the signal thread has taken the new disposition - it is woken
+ * for it; it slept through its wake-up before and each call waited out
+ * masks_apply's backstop, now 100 ms: 4,000 x 100 ms is past the run's
+ * bound (hook/preload/signal.c, sig_thread). */
+Test(real, sigaction_while_raising, .timeout = 600)
+{
+	real("sigaction_raise", "2000", 1);
+}

@@ -179,6 +179,10 @@ static void on_weft(int sig, siginfo_t *si, void *ucv)
 		st_mask(&uc->uc_sigmask);
 		atomic_store(&applied, g);
 		weftsig = 1;
+		/* SIGWEFT is SA_RESTART, so a futex wait it interrupts is
+		 * restarted, not ended with EINTR: moving the word makes
+		 * the restarted wait return at once (sig_thread) */
+		atomic_fetch_add(&hgen, 1);
 	} else {
 		m_mask(&uc->uc_sigmask);
 		(void)kwait_onsignal(si, uc); /* a kernel wait here ends (runtime/kwait.c) */
@@ -495,9 +499,14 @@ static void router_start(void)
 _Noreturn void sig_thread(void)
 {
 	for (;;) {
+		/* SIGWEFT's handler sets weftsig, then moves hgen: seen here
+		 * before the wait, or the wait finds hgen moved (EAGAIN, also
+		 * when it was restarted after the handler) - never slept
+		 * through, which left a G in masks_apply to its 2 ms timeout
+		 * for every sigaction */
 		uint32_t h = atomic_load(&hgen);
-		long r = sys4(SYS_futex, &hgen, FUTEX_WAIT_PRIVATE, h, NULL);
-		if (r == -EINTR) {
+		long r = weftsig ? 0 : sys4(SYS_futex, &hgen, FUTEX_WAIT_PRIVATE, h, NULL);
+		if (weftsig || r == -EINTR) {
 			/* SIGWEFT brought a new mask, or a handler ran here
 			 * (one installed with a raw system call) */
 			if (weftsig)
@@ -709,7 +718,7 @@ static void masks_apply(uint64_t g, uint64_t oldp)
 	weft_mutex_lock(&smu);
 	while (atomic_load(&applied) < g) {
 		tell(atomic_load(&sigtid));
-		weft_cond_timedwait(&scv, &smu, 2000000);
+		weft_cond_timedwait(&scv, &smu, 100000000); /* a backstop: the signal thread wakes us */
 	}
 	weft_mutex_unlock(&smu);
 	errno_set(e);
