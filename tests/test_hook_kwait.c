@@ -294,8 +294,11 @@ G_TEST(hook_kwait, readied_g_ends_kernel_wait_without_a_spare, 60)
 	/* under TSan a waiter back from its call can sleep on TSan's own
 	 * locks, which sysmon takes for a wait its kick did not end: now
 	 * and then a spare, and its thread (seen: 1 spare in 300 rounds,
-	 * threads 2 -> 4) */
-	if (b.kernel_waits - a.kernel_waits < NROUND / 4 || lent > NROUND / 10 ||
+	 * threads 2 -> 4); and fewer of the rounds find the pipe empty
+	 * (TSan's slow poll: 60 and 72 of 300 waited in the kernel in a
+	 * quiet CI run, no spare lent, threads 2 -> 2) */
+	if (b.kernel_waits - a.kernel_waits < (TEST_TSAN ? NROUND / 10 : NROUND / 4) ||
+	    lent > NROUND / 10 ||
 	    b.threads > a.threads + (TEST_TSAN ? 1 + NROUND / 10 : 1)) {
 		fprintf(stderr, "%d rounds: %lld kernel waits, %lld spares lent, threads %d -> %d\n",
 			NROUND, (long long)(b.kernel_waits - a.kernel_waits), (long long)lent,
