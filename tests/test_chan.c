@@ -98,8 +98,15 @@ static int rendezvous(int argc, char **argv)
 	/* nobody received yet: the sender must still be blocked */
 	CHECK(__atomic_load_n(&rv_sent, __ATOMIC_ACQUIRE) == 0);
 	CHECK(weft_chan_len(rv_c) == 0);
-	int v = 0;
-	CHECK(weft_chan_tryrecv(rv_c, &v) == 1);
+	/* the sender may not have reached its send yet (TSan, a loaded
+	 * machine: it once had not after the 20 ms, and the test then waited
+	 * for a send that could never end); wait for it, never past it */
+	int v = 0, r;
+	while ((r = weft_chan_tryrecv(rv_c, &v)) == -1 && err() == EAGAIN) {
+		CHECK(__atomic_load_n(&rv_sent, __ATOMIC_ACQUIRE) == 0);
+		weft_sleep(1000 * 1000);
+	}
+	CHECK(r == 1);
 	CHECK(v == 42);
 	while (!__atomic_load_n(&rv_sent, __ATOMIC_ACQUIRE))
 		weft_sleep(1000 * 1000);
