@@ -20,14 +20,7 @@ N=${N:-20000}
 C=${C:-50}
 RUNS=${RUNS:-3}
 port=${PORT:-8097}
-PIN=${PIN:-1}
-SCPU=${SCPU:-0}
-CCPU=${CCPU:-1}
-spin=() cpin=()
-if [ "$PIN" = 1 ] && command -v taskset >/dev/null; then
-	spin=(taskset -c "$SCPU")
-	cpin=(taskset -c "$CCPU")
-fi
+. "$(dirname "$0")/pin.sh"
 weft="$BUILD/bin/weft"
 for p in /usr/sbin/apache2 ab; do
 	command -v "$p" >/dev/null || { echo "apache: $p not installed, skipped"; exit 0; }

@@ -22,14 +22,7 @@ X=${X:-100000}
 CONNS=${CONNS:-256 2000}
 RUNS=${RUNS:-3}
 port=${PORT:-11298}
-PIN=${PIN:-1}
-SCPU=${SCPU:-0}
-CCPU=${CCPU:-1}
-spin=() cpin=()
-if [ "$PIN" = 1 ] && command -v taskset >/dev/null; then
-	spin=(taskset -c "$SCPU")
-	cpin=(taskset -c "$CCPU")
-fi
+. "$(dirname "$0")/pin.sh"
 weft="$BUILD/bin/weft"
 command -v memcached >/dev/null || { echo "memcached: memcached not installed, skipped"; exit 0; }
 slap=$(command -v memaslap || command -v memcaslap) ||

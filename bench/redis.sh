@@ -19,14 +19,7 @@ C=${C:-50}
 RUNS=${RUNS:-3}
 TESTS=${TESTS:-set,get,incr,lpush}
 port=${PORT:-6399}
-PIN=${PIN:-1}
-SCPU=${SCPU:-0}
-CCPU=${CCPU:-1}
-spin=() cpin=()
-if [ "$PIN" = 1 ] && command -v taskset >/dev/null; then
-	spin=(taskset -c "$SCPU")
-	cpin=(taskset -c "$CCPU")
-fi
+. "$(dirname "$0")/pin.sh"
 weft="$BUILD/bin/weft"
 for p in redis-server redis-benchmark redis-cli; do
 	command -v "$p" >/dev/null || { echo "redis: $p not installed, skipped"; exit 0; }
