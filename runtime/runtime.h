@@ -134,6 +134,7 @@ enum waitreason {
 	W_IO_WRITE,
 	W_POLL,
 	W_JOIN,
+	W_FUTEX, /* a program's own futex wait (the shim's futex.c) */
 	W_LOCKED_THREAD,
 	W_NREASONS
 };
