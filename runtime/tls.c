@@ -729,10 +729,9 @@ static bool used_fresh(struct tlsused *u)
  * G's block at its stack top holds (then for good).  On the M's own TLS
  * (dl_iterate_phdr's lock is glibc's recursive one, owned by THREAD_SELF):
  * a G that has not built its block yet runs there.  One callback when
- * nothing was loaded since.  (A dlopen that counts its object just after
- * this look and gives it static TLS before this G's _dl_allocate_tls
- * would still write below the block: a window of a few instructions
- * against a whole dlopen, not closed.) */
+ * nothing was loaded since.  A dlopen that counts its object just after
+ * this look and gives it static TLS before this G's _dl_allocate_tls is
+ * caught by scratch_alloc, which sees every module's place first. */
 static struct lock grewlock; /* dl_iterate_phdr calls; held across fork */
 
 /* The shim's fork (atfork handlers): no G is inside dl_iterate_phdr when
