@@ -134,6 +134,7 @@ enum waitreason {
 	W_IO_WRITE,
 	W_POLL,
 	W_JOIN,
+	W_FUTEX, /* a program's own futex wait (the shim's futex.c) */
 	W_LOCKED_THREAD,
 	W_NREASONS
 };
@@ -274,6 +275,8 @@ struct m {
 	uintptr_t fsbase;         /* the OS thread's own thread pointer (g0 and
 	                           * shared-TLS Gs run on it) */
 	uintptr_t fscur;          /* the FS base loaded now (this M only) */
+	char *tlsscratch;         /* a whole static TLS block glibc fills for each new
+	                           * G's block, then copied (tls.c scratch_alloc; this M) */
 	struct m *gsself;         /* this M: the GS base points here (getm) */
 	/* The G block this M runs on, or its scheduler context keeps
 	 * loaded (g0keep), or 0; not changed by a short stay on the M's own

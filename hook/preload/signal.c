@@ -1742,6 +1742,8 @@ HOOK long syscall(long n, ...)
 	long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);
 	long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
 	va_end(ap);
+	if (n == SYS_futex) /* futex.c: a G's private futex waits park it */
+		return sysret(futex_syscall(FROM_SHIM(), a, b, c, d, e, f));
 	if (n == SYS_pidfd_send_signal && active) {
 		int r = pidfd_signal((int)a, (int)b, (siginfo_t *)c, (unsigned int)d);
 		if (r >= 0)
