@@ -39,20 +39,6 @@ static long fx(_Atomic uint32_t *a, int op, uint32_t v, const struct timespec *t
 	return syscall(SYS_futex, a, op, v, ts, a2, v3);
 }
 
-static int os_threads(void)
-{
-	char line[256];
-	int n = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof line, f))
-		if (!strncmp(line, "Threads:", 8))
-			n = atoi(line + 8);
-	fclose(f);
-	return n;
-}
-
 static void nap(long us)
 {
 	struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
