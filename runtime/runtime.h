@@ -399,6 +399,9 @@ struct p {
 	int64_t sm_lent;          /* when sysmon last lent a spare for this P */
 	int64_t sm_kick;          /* when sysmon saw this P's kernel wait asked to end (0: not) */
 	bool sm_rekick;           /* sysmon sent that wait its kick again (kwait_rekick) */
+	int64_t sm_statnext;      /* no /proc read of the owner's thread state before this */
+	int64_t sm_statgap;       /* the back-off after a read that did not say S (0: none) */
+	int64_t sm_statlast;      /* when a read last did not say S (0: never) */
 	/* spares lent for this P beyond the first (PF_LENT): a blocked M's
 	 * Gs whose first spare blocked too; givebackp retires them all */
 	_Atomic int32_t nlent;
@@ -442,6 +445,7 @@ struct sched {
 	_Atomic int64_t nkwaitkick;    /* kernel waits asked to end (kwait_kick) */
 	_Atomic int64_t nnetpoll;      /* epoll waits of the netpoller (any timeout) */
 	_Atomic int64_t nsysmonwake;   /* sysmon rounds (each one sleep) */
+	_Atomic int64_t nstatreads;    /* sysmon's reads of /proc/self/task/TID/stat */
 };
 
 extern struct sched sched;
