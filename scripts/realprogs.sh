@@ -51,13 +51,16 @@ cmd[python]='/usr/bin/python3 '"$src"'/tests/preload/realpy.py'
 rd=$src/scripts/realprogs.d
 cmd[java]='java -version 2>&1 | head -1; rm -rf jt && javac -d jt '"$rd"'/Threads.java && java -cp jt Threads 10000'
 cmd[java-echo]='rm -rf je && javac -d je '"$rd"'/Echo.java && '"$rd"'/java-echo.sh je 1000 100'
+cmd[java-blocking]='rm -rf jb && javac -d jb '"$rd"'/Blocking.java && java -cp jb Blocking'
 cmd[jshell]='printf "int x = 6 * 7;\nSystem.out.println(\"answer \" + x);\n/exit\n" | jshell -q 2>&1 | grep -ao "answer [0-9]*"'
 cmd[node-pool]='node '"$rd"'/pool.js'
 cmd[node-http]=''"$rd"'/node-http.sh 20000 50'
 cmd[perl-threads]='perl '"$rd"'/threads.pl 32'
 cmd[postgres]=''"$rd"'/pg.sh'
+cmd[nginx]=''"$rd"'/nginx.sh'
+cmd[ruby-threads]='ruby '"$rd"'/threads.rb'
 
-cases=${*:-xz zstd pigz pbzip2 sort git make gcc-lto ld-gold python java java-echo jshell node-pool node-http perl-threads postgres}
+cases=${*:-xz zstd pigz pbzip2 sort git make gcc-lto ld-gold python java java-echo java-blocking jshell node-pool node-http perl-threads postgres nginx ruby-threads}
 # the data only for the cases that read it
 for c in $cases; do
 	case $c in xz | zstd | pigz | pbzip2 | sort | git | make | ld-gold) data; break ;; esac

@@ -28,7 +28,7 @@ pgb -i -q -s "$scale" >"$d/init.log" 2>&1
 echo "pgbench-init $?"
 for mode in rw ro; do
 	flag=
-	[ $mode = ro ] && flag=-S
+	[ $mode = ro ] && flag="-S -n" # -n: keep the history the rw run wrote
 	pgb -c 16 -j 2 -T "$secs" $flag >"$d/$mode.log" 2>&1
 	st=$?
 	echo "pgbench-$mode $st failed $(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$d/$mode.log")"
