@@ -11,6 +11,15 @@
 # One line per run: case, mode, status, seconds, same/DIFFERS; a
 # differing stdout is kept in RP_DIR/CASE.MODE.out.  Exit status: the
 # number of runs that differed.
+#
+# The servers and runtimes (java*, jshell, node-*, perl-threads, postgres,
+# nginx, ruby-threads) run programs and drivers from scripts/realprogs.d;
+# each driver runs its server and its client, so the whole tree is under
+# weft.  Their figures (tps, requests/s) go to the .err file; for a
+# server alone under weft run a driver by hand with RP_SRV="weft run
+# --procs 2 --" (node-http.sh, java-echo.sh, nginx.sh).  postgres needs
+# root (the server runs as the postgres user); PG_SECS sets pgbench's
+# length (default 20).
 set -u
 BUILD=${BUILD:-build}
 weft=$(cd "$(dirname "$0")/.." && pwd)/$BUILD/bin/weft
