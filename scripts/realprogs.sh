@@ -11,6 +11,15 @@
 # One line per run: case, mode, status, seconds, same/DIFFERS; a
 # differing stdout is kept in RP_DIR/CASE.MODE.out.  Exit status: the
 # number of runs that differed.
+#
+# The servers and runtimes (java*, jshell, node-*, perl-threads, postgres,
+# nginx, ruby-threads) run programs and drivers from scripts/realprogs.d;
+# each driver runs its server and its client, so the whole tree is under
+# weft.  Their figures (tps, requests/s) go to the .err file; for a
+# server alone under weft run a driver by hand with RP_SRV="weft run
+# --procs 2 --" (node-http.sh, java-echo.sh, nginx.sh).  postgres needs
+# root (the server runs as the postgres user); PG_SECS sets pgbench's
+# length (default 20).
 set -u
 BUILD=${BUILD:-build}
 weft=$(cd "$(dirname "$0")/.." && pwd)/$BUILD/bin/weft
@@ -47,11 +56,26 @@ cmd[gcc-lto]='for i in $(seq 1 400); do echo "int f$i(int x){return x*$i;}"; don
  gcc -O2 -flto=4 -flto-partition=max lto.c -o lto && ./lto; echo $?'
 cmd[ld-gold]='cd repo && gcc -fuse-ld=gold -Wl,--threads -Wl,--thread-count=4 -shared -o ../gold.so build/obj/runtime/*.o build/obj/arch/*.o 2>&1 | head -3; echo $?'
 cmd[python]='/usr/bin/python3 '"$src"'/tests/preload/realpy.py'
+# servers and runtimes (scripts/realprogs.d: their programs and drivers)
+rd=$src/scripts/realprogs.d
+cmd[java]='java -version 2>&1 | head -1; rm -rf jt && javac -d jt '"$rd"'/Threads.java && java -cp jt Threads 10000'
+cmd[java-echo]='rm -rf je && javac -d je '"$rd"'/Echo.java && '"$rd"'/java-echo.sh je 1000 100'
+cmd[java-blocking]='rm -rf jb && javac -d jb '"$rd"'/Blocking.java && java -cp jb Blocking'
+cmd[jshell]='printf "int x = 6 * 7;\nSystem.out.println(\"answer \" + x);\n/exit\n" | jshell -q 2>&1 | grep -ao "answer [0-9]*"'
+cmd[node-pool]='node '"$rd"'/pool.js'
+cmd[node-http]=''"$rd"'/node-http.sh 20000 50'
+cmd[perl-threads]='perl '"$rd"'/threads.pl 32'
+cmd[postgres]=''"$rd"'/pg.sh'
+cmd[nginx]=''"$rd"'/nginx.sh'
+cmd[ruby-threads]='ruby '"$rd"'/threads.rb'
 
-cases=${*:-xz zstd pigz pbzip2 sort git make gcc-lto ld-gold python}
-data
+cases=${*:-xz zstd pigz pbzip2 sort git make gcc-lto ld-gold python java java-echo java-blocking jshell node-pool node-http perl-threads postgres nginx ruby-threads}
+# the data only for the cases that read it
+for c in $cases; do
+	case $c in xz | zstd | pigz | pbzip2 | sort | git | make | ld-gold) data; break ;; esac
+done
 bad=0
-printf "%-10s %-8s %6s %8s %s\n" case mode status secs stdout
+printf "%-13s %-8s %6s %8s %s\n" case mode status secs stdout
 for c in $cases; do
 	[ -n "${cmd[$c]:-}" ] || { echo "realprogs: no case $c"; bad=$((bad + 1)); continue; }
 	for mode in native $procs; do
@@ -70,7 +94,7 @@ for c in $cases; do
 			same=DIFFERS
 			bad=$((bad + 1))
 		fi
-		printf "%-10s %-8s %6s %8.1f %s\n" "$c" "$mode" "$st" "$(echo "$t1 - $t0" | bc)" "$same"
+		printf "%-13s %-8s %6s %8.1f %s\n" "$c" "$mode" "$st" "$(echo "$t1 - $t0" | bc)" "$same"
 	done
 done
 exit $bad
