@@ -388,6 +388,17 @@ struct g *runqsteal(struct p *pp, struct p *victim, bool stealrunnext)
 		return NULL;
 	n--;
 	struct g *gp = atomic_load_explicit(&pp->runq[(t + n) % RUNQ_SIZE], memory_order_relaxed);
+	/* the stolen Gs' descriptors were last written on the victim's CPU:
+	 * ask for them all now (their first two lines: what the switch to
+	 * each reads), so that their misses overlap instead of coming one
+	 * at each switch (25 % of a 2-P spawn loop's samples were the
+	 * first load from the next stolen G) */
+	for (uint32_t i = 0; i < n; i++) {
+		struct g *g1 = atomic_load_explicit(&pp->runq[(t + i) % RUNQ_SIZE],
+						    memory_order_relaxed);
+		__builtin_prefetch(g1, 1);
+		__builtin_prefetch((char *)g1 + 64, 1);
+	}
 	if (n == 0)
 		return gp;
 	uint32_t h = atomic_load_explicit(&pp->runqhead, memory_order_acquire);
@@ -1372,6 +1383,26 @@ static void gprepare(struct g *gp, struct p *pp, const char *name)
 	}
 }
 
+/* weft_go's wakep for a G queued on our own P, which runs it if no one
+ * else does: an idle P gets an M (wakep), as for any readied G; with none
+ * idle, a P waiting in the kernel (kwait_wakeone) is asked only if one
+ * is seen, without wakep's fence first (Go's wakep makes no fence
+ * either).  That fence, a seq_cst one ordering our queueing before the
+ * look at nkwait, waited at every spawn for the stores to the ring's
+ * line, which an idle P's stealer keeps reading (23 % of a 2-P spawn
+ * loop's samples).  Without it an M that starts a kernel wait while we
+ * queue may miss our G and we miss it: the G then runs here, when the
+ * spawner parks or yields, instead of beside it at once. */
+static void spawnwake(void)
+{
+	if (atomic_load_explicit(&sched.npidle, memory_order_relaxed) == 0) {
+		if (atomic_load_explicit(&sched.nkwait, memory_order_relaxed) != 0)
+			kwait_wakeone();
+		return;
+	}
+	wakep();
+}
+
 int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 {
 	if (!fn || (attr && attr->stack_size &&
@@ -1414,15 +1445,22 @@ int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 	/* release: a dump that sees it live (acquire) sees its id and name,
 	 * even when a plain thread, which a dump does not stop, made it */
 	atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_release);
+	/* runnext if it is empty, else the ring's tail: a spawning loop
+	 * does not exchange runnext at every spawn (a locked instruction on
+	 * the line an idle P's stealer keeps reading: 22 % of a 2-P spawn
+	 * loop's samples), and runnext, which a stealer takes only last and
+	 * with a membarrier, holds one G, not always the newest */
 	if (pp)
-		runqput(pp, gp, true);
+		runqput(pp, gp, !atomic_load_explicit(&pp->runnext, memory_order_relaxed));
 	else
 		globrunqput(gp);
 	/* with one P the G is ours to run, as in ready: no wakep (its
 	 * kwait_wakeone is a seq_cst fence per spawn, 5 % of a 1-P spawn
 	 * loop's samples) */
-	if (!pp || atomic_load_explicit(&sched.gomaxprocs, memory_order_relaxed) != 1)
+	if (!pp)
 		wakep();
+	else if (atomic_load_explicit(&sched.gomaxprocs, memory_order_relaxed) != 1)
+		spawnwake();
 	/* A spawner that has filled its P's queue yields to the Gs it made
 	 * (it goes to the tail) instead of letting the next spawn spill half
 	 * the queue to the global one: a spawning loop then works on a few
