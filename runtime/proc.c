@@ -1269,13 +1269,29 @@ static struct g *gfget(struct p *pp)
 				__atomic_fetch_sub(&sched.ngfree, b->gfbatchn, __ATOMIC_RELAXED);
 				pp->gfree = b;
 				pp->gfreecnt = b->gfbatchn;
+				pp->gfcold = b->gfbatchn;
 			}
 			unlock(&sched.lock);
 		}
 		gp = pp->gfree;
 		if (gp) {
-			pp->gfree = gp->schedlink;
+			struct g *next = gp->schedlink;
+			pp->gfree = next;
 			pp->gfreecnt--;
+			/* a descriptor freed on another P is a miss per line we
+			 * touch: ask for the rest of gp's lines (weft_go writes
+			 * them all) and the next one's first two at once, so
+			 * that they come together, not one after the other
+			 * (not for this P's own, still in its caches) */
+			if (pp->gfcold > 0) {
+				pp->gfcold--;
+				for (size_t off = 128; off < sizeof *gp; off += 64)
+					__builtin_prefetch((char *)gp + off, 1);
+				if (next) {
+					__builtin_prefetch(next, 1);
+					__builtin_prefetch((char *)next + 64, 1);
+				}
+			}
 		}
 	} else if (__atomic_load_n(&sched.ngfree, __ATOMIC_RELAXED) > 0) {
 		lock(&sched.lock);

@@ -368,6 +368,8 @@ struct p {
 
 	struct g *gfree;          /* dead Gs with their stacks, for reuse */
 	int32_t gfreecnt;
+	int32_t gfcold;           /* of the next gfree pops, how many are of a batch
+	                           * from the global list (freed on other Ps) */
 	/* Spawning backpressure (proc.c spawn_mustyield): Gs started (first
 	 * switch) and ended here, the same at the last verdict, and the
 	 * verdict: the Gs this P started lately park rather than end, so a
