@@ -389,6 +389,17 @@ struct g *runqsteal(struct p *pp, struct p *victim, bool stealrunnext)
 		return NULL;
 	n--;
 	struct g *gp = atomic_load_explicit(&pp->runq[(t + n) % RUNQ_SIZE], memory_order_relaxed);
+	/* the stolen Gs' descriptors were last written on the victim's CPU:
+	 * ask for them all now (their first two lines: what the switch to
+	 * each reads), so that their misses overlap instead of coming one
+	 * at each switch (25 % of a 2-P spawn loop's samples were the
+	 * first load from the next stolen G) */
+	for (uint32_t i = 0; i < n; i++) {
+		struct g *g1 = atomic_load_explicit(&pp->runq[(t + i) % RUNQ_SIZE],
+						    memory_order_relaxed);
+		__builtin_prefetch(g1, 1);
+		__builtin_prefetch((char *)g1 + 64, 1);
+	}
 	if (n == 0)
 		return gp;
 	uint32_t h = atomic_load_explicit(&pp->runqhead, memory_order_acquire);
@@ -880,20 +891,39 @@ static void gentry(void);
 static struct lock stackwaitlock;
 static struct g *stackwaitq;     /* linked by schedlink; stackwaitlock */
 static _Atomic int32_t nstackwait; /* its length, read unlocked by stackfree */
-/* Stacks freed so far.  A Dekker pair with nstackwait (seq_cst all):
- * stackwait_wake counts a free, then reads nstackwait; gstart counts its
- * G in nstackwait, then reads this.  So a stack freed between gstart's
- * failed stackalloc and its queueing is seen by one of the two (it was
- * lost: the G waited for good, and a sender waiting for it hung, 1 run
- * in 4 of faults/stack_mapping_fails_enomem on a loaded machine). */
+/* Stacks freed so far: those into a P's cache counted by the P
+ * (p->nstackfreed, its owner's load and store: no shared line written at
+ * every G exit), the others (to the pool, or off any P) here.  A Dekker
+ * pair with nstackwait: stackwait_wake counts a free, then reads
+ * nstackwait; gstart counts its G in nstackwait, then reads the counts.
+ * So a stack freed between gstart's failed stackalloc and its queueing is
+ * seen by one of the two (it was lost: the G waited for good, and a
+ * sender waiting for it hung, 1 run in 4 of faults/stack_mapping_fails_
+ * enomem on a loaded machine).  The freer's side of the pair is a
+ * compiler fence only when membarrier is ours (rnasym, as for runnext):
+ * the waiter, rare, makes every thread pass a full barrier instead. */
 static _Atomic uint64_t nstackfreed;
+
+/* Every stack freed so far (a sum: exact once the counts it read are
+ * ordered before, see stackwait_wake). */
+static uint64_t stackfreed(void)
+{
+	uint64_t n = atomic_load(&nstackfreed);
+	int32_t np = atomic_load_explicit(&nallp, memory_order_acquire);
+	for (int32_t i = 0; i < np; i++)
+		n += atomic_load_explicit(&allp[i]->nstackfreed, memory_order_relaxed);
+	return n;
+}
 
 static void stackwait_run(void);
 
 /* Returns false if gp has no stack yet (it is put to wait). */
 static __attribute__((noinline)) bool gstart(struct m *m, struct g *gp, bool fromg)
 {
-	uint64_t freed = atomic_load(&nstackfreed);
+	/* a stack from this P's cache cannot fail: count frees only for
+	 * the pool's path, which takes stacklock anyway */
+	uint64_t freed = (gp->stack.lo || (m->p->nstackcache > 0 && !gp->stackwant))
+				 ? 0 : stackfreed();
 	/* the scheduler may have kept another G's block: the new G starts
 	 * on the M's own TLS anyway, and the stack's mmap must not set that
 	 * G's errno */
@@ -912,9 +942,13 @@ static __attribute__((noinline)) bool gstart(struct m *m, struct g *gp, bool fro
 		lock(&stackwaitlock);
 		gp->schedlink = stackwaitq;
 		stackwaitq = gp;
-		atomic_fetch_add(&nstackwait, 1);
+		atomic_fetch_add(&nstackwait, 1); /* seq_cst, then (barrier) the counts */
 		unlock(&stackwaitlock);
-		if (atomic_load(&nstackfreed) != freed)
+		/* a freer that counted before our count of nstackwait was seen
+		 * fenced only its compiler (stackwait_wake): make it pass a
+		 * barrier before we read; if that fails, look again anyway */
+		if ((rnasym && sys3(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) ||
+		    stackfreed() != freed)
 			stackwait_run(); /* one was freed meanwhile: try again */
 		return false;
 	}
@@ -922,15 +956,29 @@ static __attribute__((noinline)) bool gstart(struct m *m, struct g *gp, bool fro
 	 * (tls_gbegin builds it there once the G runs) */
 	gp->sp = weft_ctx_make(gp->owntls ? gp->stack.hi - tlsinfo.reserve : gp->stack.hi, gentry);
 	san_gcreate(gp);
+	m->p->nstarted++; /* spawn_mustyield */
 	return true;
 }
 
-/* A stack was freed (stack.c): the Gs waiting for one are runnable again
+/* A stack was freed (stack.c) into pp's cache (pp held by us), or not
+ * into a cache (pp NULL): the Gs waiting for one are runnable again
  * (those that still find none wait again). */
-void stackwait_wake(void)
+void stackwait_wake(struct p *pp)
 {
-	atomic_fetch_add(&nstackfreed, 1);
-	if (likely(atomic_load(&nstackwait) == 0))
+	if (pp) {
+		atomic_store_explicit(&pp->nstackfreed,
+				      atomic_load_explicit(&pp->nstackfreed, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+		/* the count before the load of nstackwait: the waiter's
+		 * membarrier orders them (above), else a full fence */
+		if (likely(rnasym))
+			atomic_signal_fence(memory_order_seq_cst);
+		else
+			atomic_thread_fence(memory_order_seq_cst);
+	} else {
+		atomic_fetch_add(&nstackfreed, 1); /* seq_cst RMW: a full barrier */
+	}
+	if (likely(atomic_load_explicit(&nstackwait, memory_order_relaxed) == 0))
 		return;
 	stackwait_run();
 }
@@ -1193,34 +1241,71 @@ static int64_t newgoid(struct p *pp)
 	return pp->goidcache++;
 }
 
+/* Push the batch list (n dead Gs linked by schedlink, NULL-terminated)
+ * on the global free list; sched.lock held. */
+static void gfree_push_locked(struct g *list, int32_t n)
+{
+	list->gfbatch = sched.gfree;
+	list->gfbatchn = n;
+	sched.gfree = list;
+	__atomic_fetch_add(&sched.ngfree, n, __ATOMIC_RELAXED);
+}
+
 /* A dead G's descriptor, from pp's list or the global one.  It has no
- * stack, or a segmented one (splitstack_prepare decides). */
+ * stack, or a segmented one (splitstack_prepare decides).  An empty
+ * pp's list takes a whole batch from the global one without walking it:
+ * the batch's descriptors were freed on another P, and reading each
+ * one's schedlink in a row here was a chain of cache misses (15 % of a
+ * 2-P spawn loop's samples); the miss on each now comes when it is
+ * used, and its first use touches that line anyway. */
 static struct g *gfget(struct p *pp)
 {
 	struct g *gp = NULL;
 	if (pp) {
 		if (!pp->gfree && __atomic_load_n(&sched.ngfree, __ATOMIC_RELAXED) > 0) {
 			lock(&sched.lock);
-			while (pp->gfreecnt < 32 && sched.gfree) {
-				struct g *g1 = sched.gfree;
-				sched.gfree = g1->schedlink;
-				__atomic_fetch_sub(&sched.ngfree, 1, __ATOMIC_RELAXED);
-				g1->schedlink = pp->gfree;
-				pp->gfree = g1;
-				pp->gfreecnt++;
+			struct g *b = sched.gfree;
+			if (b) {
+				sched.gfree = b->gfbatch;
+				__atomic_fetch_sub(&sched.ngfree, b->gfbatchn, __ATOMIC_RELAXED);
+				pp->gfree = b;
+				pp->gfreecnt = b->gfbatchn;
+				pp->gfcold = b->gfbatchn;
 			}
 			unlock(&sched.lock);
 		}
 		gp = pp->gfree;
 		if (gp) {
-			pp->gfree = gp->schedlink;
+			struct g *next = gp->schedlink;
+			pp->gfree = next;
 			pp->gfreecnt--;
+			/* a descriptor freed on another P is a miss per line we
+			 * touch: ask for the rest of gp's lines (weft_go writes
+			 * them all) and the next one's first two at once, so
+			 * that they come together, not one after the other
+			 * (not for this P's own, still in its caches) */
+			if (pp->gfcold > 0) {
+				pp->gfcold--;
+				for (size_t off = 128; off < sizeof *gp; off += 64)
+					__builtin_prefetch((char *)gp + off, 1);
+				if (next) {
+					__builtin_prefetch(next, 1);
+					__builtin_prefetch((char *)next + 64, 1);
+				}
+			}
 		}
 	} else if (__atomic_load_n(&sched.ngfree, __ATOMIC_RELAXED) > 0) {
 		lock(&sched.lock);
 		gp = sched.gfree;
 		if (gp) {
-			sched.gfree = gp->schedlink;
+			struct g *rest = gp->schedlink;
+			if (rest) { /* the rest of its batch stays a batch */
+				rest->gfbatch = gp->gfbatch;
+				rest->gfbatchn = gp->gfbatchn - 1;
+				sched.gfree = rest;
+			} else {
+				sched.gfree = gp->gfbatch;
+			}
 			__atomic_fetch_sub(&sched.ngfree, 1, __ATOMIC_RELAXED);
 		}
 		unlock(&sched.lock);
@@ -1230,6 +1315,8 @@ static struct g *gfget(struct p *pp)
 
 #define GFREE_GLOBAL_STACKS 16384 /* dead Gs beyond this give their segmented stacks back */
 
+/* A dead G to pp's list; past 64, its oldest 32 go to the global list as
+ * one batch. */
 static void gfput(struct p *pp, struct g *gp)
 {
 	gp->schedlink = pp->gfree;
@@ -1249,13 +1336,7 @@ static void gfput(struct p *pp, struct g *gp)
 		n++;
 	}
 	lock(&sched.lock);
-	while (list) {
-		struct g *g1 = list;
-		list = g1->schedlink;
-		g1->schedlink = sched.gfree;
-		sched.gfree = g1;
-		__atomic_fetch_add(&sched.ngfree, 1, __ATOMIC_RELAXED);
-	}
+	gfree_push_locked(list, n);
 	unlock(&sched.lock);
 }
 
@@ -1320,6 +1401,55 @@ static void gprepare(struct g *gp, struct p *pp, const char *name)
 	}
 }
 
+/* weft_go's wakep for a G queued on our own P, which runs it if no one
+ * else does: an idle P gets an M (wakep), as for any readied G; with none
+ * idle, a P waiting in the kernel (kwait_wakeone) is asked only if one
+ * is seen, without wakep's fence first (Go's wakep makes no fence
+ * either).  That fence, a seq_cst one ordering our queueing before the
+ * look at nkwait, waited at every spawn for the stores to the ring's
+ * line, which an idle P's stealer keeps reading (23 % of a 2-P spawn
+ * loop's samples).  Without it an M that starts a kernel wait while we
+ * queue may miss our G and we miss it: the G then runs here, when the
+ * spawner parks or yields, instead of beside it at once. */
+static void spawnwake(void)
+{
+	if (atomic_load_explicit(&sched.npidle, memory_order_relaxed) == 0) {
+		if (atomic_load_explicit(&sched.nkwait, memory_order_relaxed) != 0)
+			kwait_wakeone();
+		return;
+	}
+	wakep();
+}
+
+/* pp's ring is full after a spawn: does the spawner yield to the Gs it
+ * made (backpressure, below)?  Not when the Gs this P started lately
+ * mostly parked instead of ending (fewer than a quarter of them ended,
+ * over at least half a ring of starts): running them at once reuses no
+ * warm stack or descriptor - each takes a fresh stack page - and holds
+ * the spawning loop for their start-up (200,000 Gs parking in
+ * weft_sleep: the loop took as long as creating them all, 14 us a G on
+ * this VM, bound by each stack's first write).  The ring then spills
+ * half to the global queue, as in Go, from which idle Ps start them,
+ * and the spawner runs on.  The verdict stands until this P has started
+ * enough Gs again to judge (after a yield sysmon asks for, or when the
+ * spawner parks), so a spawner whose Gs turn short-lived again is back
+ * to yielding within 10 ms.  Owner only. */
+static bool spawn_mustyield(struct p *pp)
+{
+	uint64_t st = pp->nstarted - pp->nstarted0, en = pp->nended - pp->nended0;
+	if (st >= RUNQ_SIZE / 2) {
+		pp->spawnspill = en < st / 4;
+		pp->nstarted0 = pp->nstarted;
+		pp->nended0 = pp->nended;
+	}
+	if (pp->spawnspill)
+		return false;
+	atomic_store_explicit(&pp->nspawnyield,
+			      atomic_load_explicit(&pp->nspawnyield, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+	return true;
+}
+
 int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 {
 	if (!fn || (attr && attr->stack_size &&
@@ -1343,9 +1473,8 @@ int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 	/* the stack: segmented now, guarded when the G first runs (gstart) */
 	if (gp && splitstack_prepare && splitstack_prepare(gp, attr) != 0) {
 		lock(&sched.lock); /* no stack to be had: back to the free list */
-		gp->schedlink = sched.gfree;
-		sched.gfree = gp;
-		__atomic_fetch_add(&sched.ngfree, 1, __ATOMIC_RELAXED);
+		gp->schedlink = NULL;
+		gfree_push_locked(gp, 1);
 		unlock(&sched.lock);
 		gp = NULL;
 	}
@@ -1363,11 +1492,22 @@ int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 	/* release: a dump that sees it live (acquire) sees its id and name,
 	 * even when a plain thread, which a dump does not stop, made it */
 	atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_release);
+	/* runnext if it is empty, else the ring's tail: a spawning loop
+	 * does not exchange runnext at every spawn (a locked instruction on
+	 * the line an idle P's stealer keeps reading: 22 % of a 2-P spawn
+	 * loop's samples), and runnext, which a stealer takes only last and
+	 * with a membarrier, holds one G, not always the newest */
 	if (pp)
-		runqput(pp, gp, true);
+		runqput(pp, gp, !atomic_load_explicit(&pp->runnext, memory_order_relaxed));
 	else
 		globrunqput(gp);
-	wakep();
+	/* with one P the G is ours to run, as in ready: no wakep (its
+	 * kwait_wakeone is a seq_cst fence per spawn, 5 % of a 1-P spawn
+	 * loop's samples) */
+	if (!pp)
+		wakep();
+	else if (atomic_load_explicit(&sched.gomaxprocs, memory_order_relaxed) != 1)
+		spawnwake();
 	/* A spawner that has filled its P's queue yields to the Gs it made
 	 * (it goes to the tail) instead of letting the next spawn spill half
 	 * the queue to the global one: a spawning loop then works on a few
@@ -1376,7 +1516,7 @@ int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 	 * for a call from G code (rtdepth 1: ours), never from inside the
 	 * runtime. */
 	if (pp && !m->lockedg && m->curg->rtdepth == 1 &&
-	    (runqlen(pp) >= RUNQ_SIZE - 1 ||
+	    ((runqlen(pp) >= RUNQ_SIZE - 1 && spawn_mustyield(pp)) ||
 	     (atomic_load_explicit(&pp->flags, memory_order_relaxed) & PF_PREEMPT))) {
 		/* and a spawner sysmon asked to give way (it ran 10 ms with
 		 * Gs waiting: its spawns are slow, or others steal them as
@@ -1436,6 +1576,7 @@ static void goexit1(void)
 	}
 	atomic_store_explicit(&gp->status, G_DEAD, memory_order_relaxed);
 	gcountadd(m->p, -1);
+	m->p->nended++; /* spawn_mustyield */
 	m->afterfn = after_gfput;
 	m->aftergp = gp;
 	gleave(m, gp);

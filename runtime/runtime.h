@@ -96,7 +96,9 @@ struct stack {
 int stackalloc(struct p *pp, struct stack *s, size_t size);
 void stackfree(struct p *pp, struct stack *s);
 int stack_ready(struct p *pp, size_t size); /* weft_go: 0 or -1/ENOMEM */
-void stackwait_wake(void); /* a stack was freed: Gs waiting for one may start (proc.c) */
+/* a stack was freed, into pp's cache (pp ours) or not (NULL): Gs waiting
+ * for one may start (proc.c) */
+void stackwait_wake(struct p *pp);
 bool stackcanary_ok(const struct stack *s);
 void stackinit(void);
 void stack_overflow(struct g *gp);                /* fatal report */
@@ -161,6 +163,10 @@ struct g {
 	void (*fn)(void *);       /* entry function */
 	void *arg;                /* its argument */
 	struct g *schedlink;      /* next in the global run queue or a free list */
+	/* Dead, heading a batch of dead Gs (linked by schedlink) on
+	 * sched.gfree: the next batch, and this one's length (sched.lock) */
+	struct g *gfbatch;
+	int32_t gfbatchn;
 	struct g *alllink;        /* next in allgs, in order made (allglock; proc.c) */
 	struct m *lockedm;        /* M this G is locked to, or NULL */
 	uintptr_t param;          /* value passed by the waker to the parked G */
@@ -365,8 +371,23 @@ struct p {
 
 	struct g *gfree;          /* dead Gs with their stacks, for reuse */
 	int32_t gfreecnt;
+	int32_t gfcold;           /* of the next gfree pops, how many are of a batch
+	                           * from the global list (freed on other Ps) */
+	/* Spawning backpressure (proc.c spawn_mustyield): Gs started (first
+	 * switch) and ended here, the same at the last verdict, and the
+	 * verdict: the Gs this P started lately park rather than end, so a
+	 * spawner whose ring is full lets it spill to the global queue
+	 * instead of running them.  All the owner's (nspawnyield: load and
+	 * store, read relaxed by schedtrace). */
+	uint64_t nstarted, nended, nstarted0, nended0;
+	bool spawnspill;
+	_Atomic uint64_t nspawnyield; /* ring-full yields of spawners here */
 	struct stack stackcache[32]; /* default-size stacks without a G */
 	int32_t nstackcache;
+	/* stacks freed into stackcache so far: only the owner writes (load
+	 * and store, no RMW); summed by a G that found no stack (proc.c
+	 * stackwait_wake) */
+	_Atomic uint64_t nstackfreed;
 
 	int64_t goidcache, goidcacheend; /* G ids reserved for this P */
 	unsigned tcache;          /* jemalloc thread cache of this P */
@@ -419,8 +440,11 @@ struct sched {
 	_Atomic int32_t npidle;
 	struct g *runqhead, *runqtail; /* global run queue */
 	_Atomic int32_t runqsize;
-	struct g *gfree;              /* global free Gs */
-	int32_t ngfree;
+	/* Global free Gs: batches (each a list linked by schedlink, its
+	 * head linking the next batch by gfbatch), so that a P takes or
+	 * gives a batch without walking it (proc.c gfget) */
+	struct g *gfree;
+	int32_t ngfree;               /* Gs in them all */
 	_Atomic int64_t goidgen;      /* last G id handed out */
 	_Atomic int64_t ngs;          /* Gs made minus ended off any P (plain
 	                               * threads); gcount() adds the Ps' */

@@ -488,14 +488,14 @@ void stackfree(struct p *pp, struct stack *s)
 			cachespill(pp);
 		pp->stackcache[pp->nstackcache++] = *s; /* the warmest: on top */
 		s->lo = s->hi = NULL;
-		stackwait_wake();
+		stackwait_wake(pp);
 		return;
 	}
 	lock(&stacklock);
 	putslot(s);
 	unlock(&stacklock);
 	s->lo = s->hi = NULL;
-	stackwait_wake();
+	stackwait_wake(NULL);
 }
 
 /* ---- overflow reporting ---------------------------------------------- */

@@ -321,9 +321,12 @@ static int no_address_space(void)
 	if (setrlimit(RLIMIT_AS, &rl) != 0)
 		return 81;
 	weft_attr_t big = { .stack_size = 8 << 20 };
+	/* AS_DEFAULT: the default size is 8M (WEFT_STACK_SIZE): freed stacks
+	 * go to the P's cache, counted per P (proc.c stackwait_wake) */
+	weft_attr_t *ap = getenv("AS_DEFAULT") ? NULL : &big;
 	int n = 0;
 	int64_t id;
-	while ((id = weft_go_attr(&big, as_parked, ch)) > 0) {
+	while ((id = weft_go_attr(ap, as_parked, ch)) > 0) {
 		weft_yield(); /* let it take its stack */
 		if (++n > 100000)
 			return 82; /* the limit never bit */
@@ -342,7 +345,7 @@ static int no_address_space(void)
 	 * ENOMEM again; it must fit once they are gone (an event: the test's
 	 * time bound catches a stack never given back) */
 	_Atomic int done = 0;
-	while (weft_go_attr(&big, as_quick, (void *)&done) <= 0) {
+	while (weft_go_attr(ap, as_quick, (void *)&done) <= 0) {
 		if (errno != ENOMEM)
 			return 85;
 		weft_sleep(1000000);
@@ -360,6 +363,18 @@ Test(faults, stack_mapping_fails_enomem, .timeout = 120)
 	cr_assert(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0,
 		  "status %#x, stderr:\n%s", c.status, c.err);
 
+}
+
+/* The same with default-size stacks, which go back to their P's cache
+ * when a G ends: a G that found no stack is woken by such a free too
+ * (its count is the P's own, read by the waiter after a membarrier). */
+Test(faults, stack_wait_woken_by_cached_free, .timeout = 120)
+{
+	struct child c;
+	char *env[] = { "WEFT_MAXPROCS=2", "WEFT_STACK_SIZE=8M", "AS_DEFAULT=1", NULL };
+	run_child(&c, env, no_address_space, 100);
+	cr_assert(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0,
+		  "status %#x, stderr:\n%s", c.status, c.err);
 }
 
 /* ---- the peer resets mid-write -------------------------------------------------------- */
