@@ -359,6 +359,9 @@ struct p {
 	_Atomic uint32_t rnsteal;
 	/* runnext taken so, for schedtrace (owner: load+store; relaxed) */
 	_Atomic uint64_t nrnplain;
+	/* unbuffered channel hand-offs through the rendezvous word, no lock
+	 * (chan.c; weft_stats: owner load+store, relaxed) */
+	_Atomic uint64_t nchanfast;
 
 	struct g *gfree;          /* dead Gs with their stacks, for reuse */
 	int32_t gfreecnt;
