@@ -594,8 +594,7 @@ static inline void rdv_count(void)
 static inline void rdv_done(struct waiter *w)
 {
 	w->result = RES_VALUE;
-	waiter_claim(w); /* excl: a release store (waiter_claim) */
-	waiter_wake(w);
+	waiter_claim_wake_g(w);
 	rdv_count();
 }
 
@@ -629,7 +628,6 @@ static bool rdv_commit(struct g *gp, void *arg)
 static bool rdv_park(struct weft_chan *c, struct waiter *w, uintptr_t dir, int reason)
 {
 	struct rdvpark pk = { c, (uintptr_t)w | dir, false };
-	w->excl = true; /* nothing but whoever takes it from the word (or queue) ends it */
 	gopark(rdv_commit, &pk, reason);
 	if (!pk.parked)
 		return false;
@@ -711,7 +709,9 @@ static int usend(struct weft_chan *c, const void *elem, bool block)
 		if (x != 0 || !rdv_parker())
 			return usend_slow(c, elem, block); /* a sender waits already */
 		struct waiter w;
-		waiter_init(&w);
+		/* excl: nothing but whoever takes it from the word (or the
+		 * queue a seal moved it to) ends this wait */
+		waiter_init_g(&w, getg());
 		w.elem = (void *)elem;
 		if (rdv_park(c, &w, RDV_SEND, W_CHAN_SEND))
 			return w.result == RES_VALUE ? 0 : -EPIPE; /* taken, or close */
@@ -742,7 +742,9 @@ static int urecv(struct weft_chan *c, void *elem, bool block)
 		if (x != 0 || !rdv_parker())
 			return urecv_slow(c, elem, block); /* a receiver waits already */
 		struct waiter w;
-		waiter_init(&w);
+		/* excl: nothing but whoever takes it from the word (or the
+		 * queue a seal moved it to) ends this wait */
+		waiter_init_g(&w, getg());
 		w.elem = elem;
 		if (rdv_park(c, &w, RDV_RECV, W_CHAN_RECV)) {
 			if (w.result == RES_CLOSED)
