@@ -721,6 +721,7 @@ Test(select, stress_gs_and_threads, .timeout = 60)
 
 /* select from a plain thread: timeout, then a G's send */
 static weft_chan_t *pt_c;
+static int pt_timedout;
 
 static void *pt_selector(void *arg)
 {
@@ -728,6 +729,7 @@ static void *pt_selector(void *arg)
 	int v = 0;
 	weft_case_t cs[1] = { { pt_c, WEFT_RECV, &v, 0 } };
 	CHECK(weft_select(cs, 1, 5 * 1000 * 1000) == -1 && err() == ETIMEDOUT);
+	__atomic_store_n(&pt_timedout, 1, __ATOMIC_RELEASE);
 	CHECK(weft_select(cs, 1, -1) == 0 && v == 31);
 	return NULL;
 }
@@ -738,7 +740,11 @@ static int select_plain_thread(int argc, char **argv)
 	pt_c = weft_chan_make(sizeof(int), 0);
 	pthread_t t;
 	pthread_create(&t, NULL, pt_selector, NULL);
-	weft_sleep(20 * 1000 * 1000);
+	/* the send only after the timed select is over (under TSan at load
+	 * 40-80 the thread had not even reached it after a 20 ms sleep: the
+	 * select found the send and the one after it waited for good) */
+	while (!__atomic_load_n(&pt_timedout, __ATOMIC_ACQUIRE))
+		weft_sleep(1000 * 1000);
 	int v = 31;
 	CHECK(weft_chan_send(pt_c, &v) == 0);
 	pthread_join(t, NULL);
