@@ -158,7 +158,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_CFLAGS := $(BASEFLAGS) -std=gnu11 -Iinclude
 TEST_LDFLAGS := -L$(BUILD)/lib -Wl,-rpath,$(abspath $(BUILD)/lib) -lweft -lcriterion $(LDFLAGS_SAN) -pthread
 
-$(BUILD)/tests/%: tests/%.c tests/helpers.h $(SO)
+$(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(SO)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) $< -o $@ $(TEST_LDFLAGS)
 

@@ -9,7 +9,8 @@
 # Modes: native; weft (weft run, its default: each thread its own TLS);
 # weft-nokeep (the same with WEFT_DEBUG=g0keep=0: the scheduler on its own
 # TLS, two FS loads per trip through it); shared (weft run with
-# WEFT_TLS=shared); pool (thread_handling=pool-of-threads).
+# WEFT_TLS=shared); wnative (weft run with WEFT_PTHREADS=native: real
+# threads on weft's pthread locks); pool (thread_handling=pool-of-threads).
 # MDB_WEFT_DEBUG: WEFT_DEBUG for the weft modes (e.g. kwait=0).
 # MDB_SCHEDTRACE=1: the weft modes run with schedtrace, and the line shows
 # per transaction the G switches (G->G, G->scheduler, scheduler->G) and
@@ -20,7 +21,17 @@
 # MDB_SYSCALLS=1: perf stat counts the server's system calls (all, and the
 # main kinds) over the run, without slowing it as strace does; the line
 # shows them per transaction.
-# MDB_PIN=1: the server on CPU 0 and sysbench on CPU 1 (taskset).
+# MDB_PIN=1 (the default; PIN, SCPU, CCPU as bench/pin.sh): the server on
+# CPU 0 and sysbench on CPU 1 (taskset), for every mode, and weft with one
+# P (MDB_PROCS, default 1 pinned, 2 with MDB_PIN=0).  Why pinned: sysbench
+# on the server's machine is a client the kernel schedules against the
+# server, per thread: its 16-1,000 threads on the same two CPUs take CPU
+# from a weft server's few OS threads far more than from a native server's
+# one thread per connection (docs/benchmarks.md, MariaDB, session 6: the
+# weft server waited 150-390 us per transaction for a CPU).  A client on
+# another machine takes none; pinned, each side has a CPU of its own.
+# MDB_PERF=1: perf record (cpu-clock) on the server over the run, and the
+# line is followed by its top symbols (object, symbol, share of samples).
 #
 # One line per run: mode threads tps errors p95_ms os_threads; the server's
 # first line of its crash report is shown when it dies.  Then the server's
@@ -34,7 +45,9 @@ set -u
 BUILD=${BUILD:-build}
 secs=${MDB_SECS:-10}
 test=${MDB_TEST:-oltp_point_select}
-procs=${MDB_PROCS:-2}
+PIN=${MDB_PIN:-${PIN:-1}}
+. "$(dirname "$0")/pin.sh"
+procs=${MDB_PROCS:-$([ ${#spin[@]} -gt 0 ] && echo 1 || echo 2)}
 modes=${MDB_MODES:-native weft pool}
 threads=${*:-16 512}
 for c in mariadbd mariadb-install-db sysbench; do
@@ -69,11 +82,10 @@ start() { # start MODE
 	weft) pre=(env WEFT_DEBUG="$wdebug" "$weft" run --procs "$procs" --) ;;
 	weft-nokeep) pre=(env WEFT_DEBUG="${wdebug:+$wdebug,}g0keep=0" "$weft" run --procs "$procs" --) ;;
 	shared) pre=(env WEFT_TLS=shared "$weft" run --procs "$procs" --) ;;
+	wnative) pre=(env WEFT_PTHREADS=native "$weft" run --procs "$procs" --) ;;
 	pool) extra=(--thread-handling=pool-of-threads) ;;
 	esac
-	local pin=()
-	[ "${MDB_PIN:-0}" = 1 ] && pin=(taskset -c 0)
-	"${pin[@]}" "${pre[@]}" mariadbd --no-defaults --user=root --datadir="$d/data" --socket="$d/sock" \
+	"${spin[@]}" "${pre[@]}" mariadbd --no-defaults --user=root --datadir="$d/data" --socket="$d/sock" \
 		--skip-networking --max-connections=3000 --skip-log-bin \
 		--innodb-buffer-pool-size=256M --skip-name-resolve --max-prepared-stmt-count=1000000 \
 		"${extra[@]}" >"$d/server.log" 2>&1 &
@@ -85,15 +97,14 @@ start() { # start MODE
 	done
 	echo "mariadb: $1 server did not start"; tail -20 "$d/server.log"; return 1
 }
-sbpin=()
-[ "${MDB_PIN:-0}" = 1 ] && sbpin=(taskset -c 1)
-sb() { "${sbpin[@]}" sysbench "$test" --db-driver=mysql --mysql-socket="$d/sock" --mysql-user=root \
+sb() { "${cpin[@]}" sysbench "$test" --db-driver=mysql --mysql-socket="$d/sock" --mysql-user=root \
 	--mysql-db=sbtest --tables=4 --table-size=10000 "$@"; }
 
 start native || exit 1
 mariadb --no-defaults -uroot --socket="$d/sock" -e 'create database sbtest' || exit 1
 sb prepare >/dev/null || exit 1
 stop
+echo "mariadb: $test ${secs}s, weft run --procs $procs${spin:+, server on CPU $SCPU, sysbench on CPU $CCPU}; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 printf "%-8s %8s %10s %8s %8s %8s\n" mode threads tps errors p95_ms threads_os
 for n in $threads; do
 	for m in $modes; do
@@ -117,6 +128,11 @@ for n in $threads; do
 				clock_nanosleep io_uring_enter) -p "$spid" 2>/dev/null &
 			ppid=$!
 		fi
+		rpid=
+		if [ "${MDB_PERF:-0}" = 1 ] && command -v perf >/dev/null; then
+			perf record -q -e cpu-clock -F 4000 -o "$d/perf-$m-$n.data" -p "$spid" 2>/dev/null &
+			rpid=$!
+		fi
 		maxt=0
 		while kill -0 "$cpid" 2>/dev/null; do
 			t=$(awk '/^Threads:/ { print $2 }' /proc/"$spid"/status 2>/dev/null)
@@ -125,6 +141,7 @@ for n in $threads; do
 		done
 		wait "$cpid"
 		[ -n "$ppid" ] && { kill -INT "$ppid"; wait "$ppid"; }
+		[ -n "$rpid" ] && { kill -INT "$rpid"; wait "$rpid"; }
 		cpu1=$(awk '{ print $14 + $15 }' /proc/"$spid"/stat 2>/dev/null)
 		ss1=$(schedstat "$spid")
 		[ -n "$tpid" ] && { kill -INT "$tpid"; wait "$tpid"; }
@@ -157,6 +174,11 @@ for n in $threads; do
 			awk -v tx="${tx:-0}" 'tx > 0 && $NF ~ /^[a-z_0-9]+$/ && $4 ~ /^[0-9]+$/ && $4 / tx >= 0.05 {
 				printf "         %-16s %8.2f per transaction (%.2f failed)\n", $NF, $4 / tx,
 					(NF == 6 ? $5 : 0) / tx }' "$d/strace.out"
+		# MDB_PERF=1: where the server's CPU went (perf's cpu-clock
+		# samples, by object and symbol), the first 25 lines
+		[ -s "$d/perf-$m-$n.data" ] &&
+			perf report -q -i "$d/perf-$m-$n.data" --no-children --sort dso,sym 2>/dev/null |
+			awk 'NF && $1 ~ /%$/' | head -25 | sed 's/^/         /'
 		# per transaction, from the last SCHED line (counts since start)
 		grep SCHED "$d/server.log" | tail -1 | sed 's/.*switches=/switches=/' |
 			awk -F'[=/ ]' -v tx="${tx:-0}" 'tx > 0 && NF >= 6 {

@@ -456,6 +456,8 @@ static long g_epoll(int epfd, struct epoll_event *evs, int max, int64_t deadline
 		kicked = false;
 		s.n = 0;
 		fdset_add(&s, epfd, PD_READ);
+		if (s.n == 1) /* registered only while a G may park on it (pollfd.c) */
+			pd_markepoll(s.r[0].d);
 		r = sys6(SYS_epoll_pwait, epfd, (long)evs, max, 0, (long)ss, KSIGSET);
 		if (r != 0 || s.unpollable || (w = fdset_wait(&s, deadline)) <= 0)
 			break;

@@ -54,6 +54,8 @@ enum {
 	PD_NOWAIT = 1 << 9,  /* not a socket: tries are preadv2/pwritev2(RWF_NOWAIT) */
 	PD_WPOLL = 1 << 10,  /* PD_NOWAIT, but writes poll first (eventfd: EOPNOTSUPP) */
 	PD_SOLE = 1 << 11,   /* made here (accept, socket), never dup'ed: see pd_closing */
+	PD_EPOLL = 1 << 12,  /* a program's epoll fd (hook/wait.c): registered only
+	                      * while a G may wait on it (pollfd_event) */
 };
 /* A pollable file that is neither PD_SOCK nor PD_NOWAIT (the kernel
  * refuses RWF_NOWAIT for it: inotify, ttys, named FIFOs...) is tried by
@@ -129,6 +131,8 @@ int pd_init(struct pd *d, int fd);
 /* Register fd with the epoll instance once.  0 or -errno (-EPERM: the
  * file cannot be polled). */
 int pd_register(struct pd *d, int fd);
+/* d is a program's epoll fd a G waits on (epoll_wait's hook): PD_EPOLL. */
+void pd_markepoll(struct pd *d);
 
 /* One fd a G waits on.  Fill d, seq, mask; pd_snap records the event
  * counters before the call whose EAGAIN leads to the wait. */

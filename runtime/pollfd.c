@@ -157,6 +157,32 @@ static void event_locked(struct pd *d, unsigned dirs, struct g **list)
 		takewaiters(d, dirs, list);
 }
 
+/* d->lock held; d is a program's epoll fd (PD_EPOLL) that had an event
+ * with no G waiting on it.  Its loop waits for it in the kernel on its
+ * own M (hook/wait.c, "Waiting in the kernel") or is busy, and each of
+ * its events would wake an M blocked in the netpoller for nothing (one
+ * epoll_wait and a thread switch per wakeup of the loop: redis under
+ * weft run, when its first wait had parked).  So it leaves the epoll
+ * instance until a G parks on it again: pd_register adds it back, and a
+ * G that registered before this and parks after it is woken at once
+ * (changed: no PD_REG), to register again. */
+static void unwatch_locked(struct pd *d, int fd)
+{
+	struct epoll_event ev = { 0 };
+	(void)sys4(SYS_epoll_ctl, netpoll_epfd, EPOLL_CTL_DEL, fd, &ev);
+	setflags(d, pdflags(d) & ~(uint32_t)PD_REG);
+}
+
+void pd_markepoll(struct pd *d)
+{
+	if (pdflags(d) & PD_EPOLL)
+		return;
+	lock(&d->lock);
+	if (!(pdflags(d) & PD_CLOSING))
+		setflags(d, pdflags(d) | PD_EPOLL);
+	unlock(&d->lock);
+}
+
 void pollfd_event(uint64_t tag, uint32_t events, struct g **list)
 {
 	int fd = (int)(uint32_t)tag;
@@ -175,7 +201,10 @@ void pollfd_event(uint64_t tag, uint32_t events, struct g **list)
 		 * and no further event would come: read until EOF from now */
 		if (events & (EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 			setflags(d, pdflags(d) | PD_NODRAIN);
+		bool idle = waitq_empty(&d->waiters);
 		event_locked(d, dirs, list);
+		if (idle && (pdflags(d) & PD_EPOLL))
+			unwatch_locked(d, fd);
 	}
 	unlock(&d->lock);
 }
@@ -403,6 +432,10 @@ static bool changed(struct pollreq *r)
 	struct pd *d = r->d;
 	if (atomic_load_explicit(&d->seq, memory_order_relaxed) != r->seq ||
 	    (pdflags(d) & PD_CLOSING))
+		return true;
+	/* an epoll fd taken out of the epoll instance since the G
+	 * registered it (unwatch_locked): it would wait unwatched */
+	if ((pdflags(d) & (PD_EPOLL | PD_REG)) == PD_EPOLL)
 		return true;
 	if ((r->mask & PD_READ) && atomic_load_explicit(&d->rev, memory_order_relaxed) != r->rev)
 		return true;

@@ -71,6 +71,7 @@ const char *const waitreasons[W_NREASONS] = {
 	[W_IO_WRITE] = "IO wait write",
 	[W_POLL] = "poll",
 	[W_JOIN] = "join",
+	[W_FUTEX] = "futex",
 	[W_LOCKED_THREAD] = "locked to thread",
 };
 

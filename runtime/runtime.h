@@ -134,6 +134,7 @@ enum waitreason {
 	W_IO_WRITE,
 	W_POLL,
 	W_JOIN,
+	W_FUTEX, /* a program's own futex wait (the shim's futex.c) */
 	W_LOCKED_THREAD,
 	W_NREASONS
 };
@@ -274,6 +275,8 @@ struct m {
 	uintptr_t fsbase;         /* the OS thread's own thread pointer (g0 and
 	                           * shared-TLS Gs run on it) */
 	uintptr_t fscur;          /* the FS base loaded now (this M only) */
+	char *tlsscratch;         /* a whole static TLS block glibc fills for each new
+	                           * G's block, then copied (tls.c scratch_alloc; this M) */
 	struct m *gsself;         /* this M: the GS base points here (getm) */
 	/* The G block this M runs on, or its scheduler context keeps
 	 * loaded (g0keep), or 0; not changed by a short stay on the M's own
@@ -399,6 +402,9 @@ struct p {
 	int64_t sm_lent;          /* when sysmon last lent a spare for this P */
 	int64_t sm_kick;          /* when sysmon saw this P's kernel wait asked to end (0: not) */
 	bool sm_rekick;           /* sysmon sent that wait its kick again (kwait_rekick) */
+	int64_t sm_statnext;      /* no /proc read of the owner's thread state before this */
+	int64_t sm_statgap;       /* the back-off after a read that did not say S (0: none) */
+	int64_t sm_statlast;      /* when a read last did not say S (0: never) */
 	/* spares lent for this P beyond the first (PF_LENT): a blocked M's
 	 * Gs whose first spare blocked too; givebackp retires them all */
 	_Atomic int32_t nlent;
@@ -442,6 +448,7 @@ struct sched {
 	_Atomic int64_t nkwaitkick;    /* kernel waits asked to end (kwait_kick) */
 	_Atomic int64_t nnetpoll;      /* epoll waits of the netpoller (any timeout) */
 	_Atomic int64_t nsysmonwake;   /* sysmon rounds (each one sleep) */
+	_Atomic int64_t nstatreads;    /* sysmon's reads of /proc/self/task/TID/stat */
 };
 
 extern struct sched sched;

@@ -40,6 +40,7 @@
 #define TIMER_LATE_NS (1000 * 1000) /* a P's timer this overdue: sysmon fires it */
 #define SCAVENGE_NS (1000 * 1000 * 1000) /* return free stack chunks about once a second */
 #define QUIET_NS (50 * 1000 * 1000) /* every P idle or in a quiet kernel wait this long: sleep */
+#define STAT_FORGET_NS (100 * 1000 * 1000) /* a P's /proc back-off forgotten after this */
 
 static void usleep_ns(int64_t ns)
 {
@@ -60,6 +61,7 @@ static char threadstate(int tid)
 {
 	char path[64], buf[512];
 	snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+	atomic_fetch_add_explicit(&sched.nstatreads, 1, memory_order_relaxed);
 	long fd = sys4(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
 	if (fd < 0)
 		return 0;
@@ -110,6 +112,32 @@ static int64_t gthreadcpu(struct p *pp, int *tidp)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* The /proc read is three system calls; a thread whose CPU clock
+ * stands still is far more often one the kernel has not run (R: a
+ * loaded machine) than one asleep in a call.  So after an answer that
+ * is not S, that P's thread is not asked again for a while, twice as
+ * long after each such answer, from 20 us up to 10 ms (Go's sysmon
+ * backs off to 10 ms when idle); an S answer, or 100 ms without a
+ * non-S one, starts again from nothing.  The cost: a G that blocks in
+ * a call weft does not see, on a P whose thread was lately preempted,
+ * is noticed up to 10 ms later.  (Before, sysmon read /proc every round
+ * such a thread stood still: 3 system calls every 20 us per preempted
+ * thread on a busy, loaded server.) */
+static bool statread_due(struct p *pp, int64_t now)
+{
+	if (pp->sm_statlast && now - pp->sm_statlast > STAT_FORGET_NS)
+		pp->sm_statgap = 0;
+	return pp->sm_statgap == 0 || now >= pp->sm_statnext;
+}
+
+static void statread_backoff(struct p *pp, int64_t now)
+{
+	int64_t gap = pp->sm_statgap ? pp->sm_statgap * 2 : SYSCALL_RETAKE_NS;
+	pp->sm_statgap = gap < SYSMON_MAX_NS ? gap : SYSMON_MAX_NS;
+	pp->sm_statnext = now + pp->sm_statgap;
+	pp->sm_statlast = now;
+}
+
 static bool inkernel(struct p *pp, int64_t now, uint32_t tick)
 {
 	int tid;
@@ -133,8 +161,13 @@ static bool inkernel(struct p *pp, int64_t now, uint32_t tick)
 	 * faults pages in or waits for the address-space lock while others
 	 * map stacks is busy, and taking it for blocked lends a spare per
 	 * such wait, which adds to the contention. */
-	if (threadstate(tid) != 'S')
+	if (!statread_due(pp, now))
 		return false;
+	if (threadstate(tid) != 'S') {
+		statread_backoff(pp, now);
+		return false;
+	}
+	pp->sm_statgap = 0;
 	/* and still in the same G's own code: reading /proc takes long
 	 * enough for the M to have finished that G and gone to sleep in
 	 * its scheduler (idle on its note, or in the netpoller), and such
@@ -514,6 +547,7 @@ static void stats_fill(weft_stats_t *st)
 	for (int32_t i = 0; i < nall; i++)
 		fast += (int64_t)atomic_load_explicit(&allp[i]->nchanfast, memory_order_relaxed);
 	st->chan_fast_handoffs = fast;
+	st->thread_state_reads = atomic_load(&sched.nstatreads);
 }
 
 int weft_stats_sized(weft_stats_t *st, size_t size)

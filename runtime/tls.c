@@ -310,11 +310,27 @@ static char *tcb_at(char *hi)
  * start_thread do; glibc's dtv and module images by _dl_allocate_tls.
  * Returns the TCB, or NULL on ENOMEM.  (__ctype_init, which start_thread
  * also runs, must run on the block: tls_adopt.) */
-static char *block_fill(char *hi, size_t reserve, int tid, bool resdead)
+static bool scratch_alloc(char *tcb, size_t room, bool *toosmall);
+
+/* dtv_t (glibc's dl-tls.h): the TCB's dtv field points at dtv[1]'s
+ * place: [-1] its length, [0] its generation, [i] module i's block. */
+typedef union {
+	size_t counter;
+	struct {
+		void *val;
+		void *to_free;
+	} pointer;
+} dtv_t;
+
+static char *block_fill_at(char *hi, size_t reserve, int tid, bool resdead, bool viascratch,
+			   bool *toosmall)
 {
 	char *tcb = tcb_at(hi);
 	char *cur = (char *)tp_self();
-	if (!dl_allocate_tls(tcb))
+	if (viascratch ? !scratch_alloc(tcb, (size_t)(tcb - (hi - reserve)), toosmall)
+		       : !dl_allocate_tls(tcb))
+		return NULL;
+	if (viascratch && *toosmall)
 		return NULL;
 	*(void **)(tcb + TCB_TCB) = tcb;
 	*(void **)(tcb + TCB_SELF) = tcb;
@@ -345,6 +361,69 @@ static char *block_fill(char *hi, size_t reserve, int tid, bool resdead)
 	}
 	*(void **)(tcb + tlsinfo.resp_off) = res;
 	return tcb;
+}
+
+static char *block_fill(char *hi, size_t reserve, int tid, bool resdead)
+{
+	return block_fill_at(hi, reserve, tid, resdead, false, NULL);
+}
+
+/* The module TLS of a G's block at its stack top, made by glibc in this
+ * M's scratch block and copied.  _dl_allocate_tls writes every static
+ * module's image at its offset below the TCB; a module that took static
+ * TLS after tls_grew looked (a dlopen counts its object after that look,
+ * or is between mapping and relocating it: glibc holds its TLS lock
+ * throughout, and _dl_allocate_tls waits for it) lies below the block,
+ * and glibc wrote its image over the G's own frames just below it (the
+ * flaky tls::dlopened_initial_exec_module: a SIGSEGV in 2-25 % of its
+ * runs on 2 Ps, a return to address 0, in weft's signal router or
+ * watcher G, whose first run came during the test's dlopen).  The
+ * scratch block has the whole area; the dtv says where each module is,
+ * and *toosmall (nothing copied, the dtv freed) when one is below room:
+ * the caller makes the G a block of its own.  False on ENOMEM. */
+static bool scratch_alloc(char *tcb, size_t room, bool *toosmall)
+{
+	*toosmall = false;
+	size_t area = tlsinfo.size - tlsinfo.tcbsize;
+	/* taken off the M while in use: glibc's allocation may call a
+	 * program's malloc, which may park this G, and another G may start
+	 * on this M meanwhile (it makes a scratch block of its own) */
+	struct m *m = getm();
+	char *scratch = m->tlsscratch;
+	m->tlsscratch = NULL;
+	if (!scratch && !(scratch = rtalloc(tlsinfo.fullreserve + tlsinfo.align)))
+		return false;
+	char *shi = (char *)(((uintptr_t)scratch + tlsinfo.fullreserve + tlsinfo.align) &
+			     ~(uintptr_t)15);
+	char *stcb = tcb_at(shi);
+	bool ok = dl_allocate_tls(stcb) != NULL;
+	if (ok) {
+		dtv_t *dtv = *(dtv_t **)(stcb + TCB_DTV);
+		size_t need = 0;
+		for (size_t i = 1; i <= dtv[-1].counter; i++) {
+			char *v = dtv[i].pointer.val;
+			if (v >= stcb - area && v < stcb && (size_t)(stcb - v) > need)
+				need = (size_t)(stcb - v); /* a static module's block */
+		}
+		if (need > room) {
+			*toosmall = true;
+			dl_deallocate_tls(stcb, false);
+		} else {
+			memcpy(tcb - need, stcb - need, need);
+			for (size_t i = 1; i <= dtv[-1].counter; i++) {
+				char *v = dtv[i].pointer.val;
+				if (v >= stcb - area && v < stcb)
+					dtv[i].pointer.val = tcb - (stcb - v);
+			}
+			*(dtv_t **)(tcb + TCB_DTV) = dtv;
+		}
+	}
+	m = getm(); /* this G may have moved */
+	if (!m->tlsscratch)
+		m->tlsscratch = scratch;
+	else
+		rtfree(scratch);
+	return ok;
 }
 
 /* Find glibc's tcache variable: make a block, run one __libc_malloc and
@@ -650,10 +729,9 @@ static bool used_fresh(struct tlsused *u)
  * G's block at its stack top holds (then for good).  On the M's own TLS
  * (dl_iterate_phdr's lock is glibc's recursive one, owned by THREAD_SELF):
  * a G that has not built its block yet runs there.  One callback when
- * nothing was loaded since.  (A dlopen that counts its object just after
- * this look and gives it static TLS before this G's _dl_allocate_tls
- * would still write below the block: a window of a few instructions
- * against a whole dlopen, not closed.) */
+ * nothing was loaded since.  A dlopen that counts its object just after
+ * this look and gives it static TLS before this G's _dl_allocate_tls is
+ * caught by scratch_alloc, which sees every module's place first. */
 static struct lock grewlock; /* dl_iterate_phdr calls; held across fork */
 
 /* The shim's fork (atfork handlers): no G is inside dl_iterate_phdr when
@@ -668,6 +746,15 @@ void tls_forkprepare(void)
 void tls_forkdone(void) /* parent and child */
 {
 	unlock(&grewlock);
+}
+
+static void tls_grewwarn(void)
+{
+	static _Atomic int warned;
+	if (!atomic_exchange(&warned, 1))
+		warn("a library loaded at run time uses static TLS: threads started from now on "
+		     "have TLS blocks of %zu bytes apart from their stacks",
+		     tlsinfo.fullreserve);
 }
 
 static bool tls_grew(void)
@@ -685,9 +772,7 @@ static bool tls_grew(void)
 		u.used = u.area; /* no memory to look: assume the worst */
 	if (u.used > tlsinfo.used) {
 		atomic_store(&tls_grown, true);
-		warn("a library loaded at run time uses static TLS: threads started from now on "
-		     "have TLS blocks of %zu bytes apart from their stacks",
-		     tlsinfo.fullreserve);
+		tls_grewwarn();
 	}
 	atomic_store_explicit(&tls_adds0, u.adds, memory_order_release);
 	unlock(&grewlock);
@@ -716,7 +801,23 @@ void tls_gbegin(struct g *gp)
 	}
 	char *lo = hi - reserve;
 	memset(lo, 0, reserve); /* a reused stack is dirty */
-	char *tcb = block_fill(hi, reserve, gtid(gp), resdead);
+	bool toosmall = false;
+	char *tcb = block_fill_at(hi, reserve, gtid(gp), resdead, !mem, &toosmall);
+	if (toosmall) {
+		/* a module took static TLS since tls_grew looked: the whole
+		 * area, on its own, from now on (tls_grew says so once) */
+		atomic_store(&tls_grown, true);
+		tls_grewwarn();
+		size_t sz = tlsinfo.fullreserve + tlsinfo.align;
+		mem = rtalloc(sz);
+		if (!mem)
+			goto nomem;
+		hi = (char *)(((uintptr_t)mem + sz) & ~(uintptr_t)15);
+		reserve = tlsinfo.fullreserve;
+		resdead = false;
+		memset(hi - reserve, 0, reserve);
+		tcb = block_fill(hi, reserve, gtid(gp), resdead);
+	}
 	if (!tcb) {
 		rtfree(mem);
 nomem:

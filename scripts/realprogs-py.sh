@@ -26,7 +26,8 @@ mods=${*:-test_threading test_thread test_threadsignals test_socket test_selecto
 	test_signal test_select test_poll test_epoll test_os test_io test_fileio test_queue
 	test_concurrent_futures test_socketserver test_ssl test_time test_fork1 test_wait3 test_wait4}
 
-# result lines of unittest -v: "test_x (mod.Class.test_x) ... ok" -> "mod.Class.test_x ok";
+# result lines of unittest -v: "test_x (mod.Class.test_x) ... ok" -> "mod.Class.test_x ok"
+# (also "... 0.52s ok": a test's own time printed before its verdict);
 # a case whose line the test's own output broke ("... <a warning>" then "ok"
 # alone on a later line) takes the next verdict line that stands alone; the
 # closing "ERROR: test_x (mod.Class.test_x)" / "FAIL: ..." lines count too
@@ -34,6 +35,7 @@ mods=${*:-test_threading test_thread test_threadsignals test_socket test_selecto
 results() {
 	awk '
 	function verdict(v) {
+		sub(/^[0-9]+\.[0-9]+s /, "", v) # test_concurrent_futures prints its time first
 		if (v ~ /^(ok|FAIL|ERROR)$/) return v
 		if (v ~ /^skipped/) return "skipped"
 		if (v ~ /^expected failure/) return "xfail"

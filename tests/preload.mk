@@ -14,7 +14,7 @@ PRELOAD_TEST_PROGS += $(PRELOAD_TEST_CXX:tests/preload/%.cc=$(BUILD)/tests/prelo
 	$(BUILD)/tests/preload/libtlsmod.so $(BUILD)/tests/preload/libtlsie.so
 PRELOAD_SUITES := $(filter $(BUILD)/tests/test_preload%,$(TEST_BIN))
 
-$(BUILD)/tests/preload/%: tests/preload/%.c tests/preload/check.h
+$(BUILD)/tests/preload/%: tests/preload/%.c $(wildcard tests/preload/*.h) tests/clockns.h
 	@mkdir -p $(@D)
 	$(CC) -O2 -g $(WARN) $(PRELOAD_PROG_CFLAGS) -pthread -std=gnu11 $< -o $@ -ldl
 

@@ -122,6 +122,7 @@ API_TEST(stats_sized_bad_size)
 	memset(&x, 0xa5, sizeof x);
 	CHECK(weft_stats(&x.st) == 0);
 	CHECK(x.st.sysmon_wakeups != (int64_t)0xa5a5a5a5a5a5a5a5);
+	CHECK(x.st.thread_state_reads != (int64_t)0xa5a5a5a5a5a5a5a5);
 	for (size_t i = 0; i < sizeof x.later; i++)
 		CHECK(x.later[i] == 0xa5);
 	return 0;

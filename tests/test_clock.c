@@ -13,24 +13,12 @@
  */
 #include "test_hook.h"
 #include "clocklock.h"
+#include "clockns.h"
 
 #include <time.h>
 
-#define NS 1000000000LL
 
 static char *env_procs2c[] = { "WEFT_MAXPROCS=2", NULL };
-
-static int64_t now(clockid_t c)
-{
-	struct timespec t;
-	clock_gettime(c, &t);
-	return t.tv_sec * NS + t.tv_nsec;
-}
-
-static struct timespec ts(int64_t ns)
-{
-	return (struct timespec){ ns / NS, ns % NS };
-}
 
 /* CLOCK_REALTIME to monotonic now + off: 0 or errno. */
 static int setclock(int64_t off)

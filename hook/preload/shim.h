@@ -148,6 +148,12 @@ void sig_restore(const sigset_t *saved) HIDDEN;
 void sig_exec_begin(void) HIDDEN;
 void sig_exec_end(void) HIDDEN;
 
+/* ---- futexes (futex.c) ----------------------------------------------------- */
+
+/* syscall(SYS_futex, a..f) of the program (fromshim: of the runtime or
+ * jemalloc): a G's private waits park it.  The result or -errno. */
+long futex_syscall(bool fromshim, long a, long b, long c, long d, long e, long f) HIDDEN;
+
 /* ---- time ------------------------------------------------------------------ */
 
 #define NS_PER_S 1000000000LL

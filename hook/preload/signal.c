@@ -1242,8 +1242,32 @@ bool sig_active(void)
 
 /* ---- dispositions ------------------------------------------------------------------------ */
 
+/* Before s's disposition changes on a G: take delivery of what is on
+ * its way, with the handler it was sent for.  The kernel delivers a
+ * pending signal a thread lets through before any system call of that
+ * thread returns, so by the time a program puts SIG_DFL back (after
+ * stopping the timer that sends it) none is left to act; under weft one
+ * could still be in the router's signalfd, or given to this G and not
+ * yet run, and then met SIG_DFL: a SIGALRM killed CPython's test_eintr
+ * (real::itimer_then_default).  A signal given to another G that has
+ * not run it yet is left to it, as a thread's pending signal is. */
+static void sig_settle(int s)
+{
+	if (!on_g() || s < 1 || s > 64 || !(atomic_load(&hbits) & sigbit(s)))
+		return;
+	struct g *gp = getg();
+	if (!gp->sigon)
+		return; /* a G of the runtime's */
+	if (rfd >= 0)
+		drain_locked();
+	if (atomic_load(&gp->sigpend) & ~g_blocked(gp))
+		(void)sig_run();
+}
+
 HOOK int sigaction(int s, const struct sigaction *act, struct sigaction *old)
 {
+	if (act)
+		sig_settle(s);
 	int r = REAL(sigaction)(s, act, old);
 	if (r == 0 && act)
 		h_update(s);
@@ -1262,6 +1286,7 @@ DEFREAL(__sysv_signal);
 
 #define DISPOSITION(fn, s, h)                        \
 	({                                           \
+		sig_settle(s);                       \
 		sighandler_fn r_ = REAL(fn)((s), (h)); \
 		if (r_ != SIG_ERR)                   \
 			h_update(s);                 \
@@ -1742,6 +1767,8 @@ HOOK long syscall(long n, ...)
 	long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);
 	long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
 	va_end(ap);
+	if (n == SYS_futex) /* futex.c: a G's private futex waits park it */
+		return sysret(futex_syscall(FROM_SHIM(), a, b, c, d, e, f));
 	if (n == SYS_pidfd_send_signal && active) {
 		int r = pidfd_signal((int)a, (int)b, (siginfo_t *)c, (unsigned int)d);
 		if (r >= 0)

@@ -10,13 +10,7 @@
 #include <threads.h>
 #include <time.h>
 
-#define CHECK(c)                                                       \
-	do {                                                           \
-		if (!(c)) {                                            \
-			printf("FAIL %s:%d: %s\n", __func__, __LINE__, #c); \
-			exit(1);                                       \
-		}                                                      \
-	} while (0)
+#include "check.h"
 
 static mtx_t mu;
 static cnd_t cv;
@@ -35,19 +29,6 @@ static void dtor(void *v)
 static void init_once(void)
 {
 	atomic_fetch_add(&onces, 1);
-}
-
-static int os_threads(void)
-{
-	char line[256];
-	int n = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-	while (f && fgets(line, sizeof line, f))
-		if (!strncmp(line, "Threads:", 8))
-			n = atoi(line + 8);
-	if (f)
-		fclose(f);
-	return n;
 }
 
 static int worker(void *arg)

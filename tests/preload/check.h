@@ -4,8 +4,8 @@
  * at once (_exit: no atexit handlers, no stdio flush of other threads'
  * half-written lines; stdout is flushed first).  say() for the programs
  * that go on after a failed check and count them (failures: the exit
- * status), and errno_now() to read errno after a call.  Nothing here knows
- * weft.
+ * status), errno_now() to read errno after a call, and os_threads() the
+ * process's OS threads.  Nothing here knows weft.
  */
 #ifndef PRELOAD_CHECK_H
 #define PRELOAD_CHECK_H
@@ -48,6 +48,20 @@ static __attribute__((noinline, unused)) int errno_now(void)
 {
 	__asm__ volatile("" ::: "memory");
 	return errno;
+}
+
+/* The process's OS threads (/proc/self/status), -1 if unreadable. */
+static __attribute__((unused)) int os_threads(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	int n = -1;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "Threads: %d", &n) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return n;
 }
 
 #endif

@@ -41,8 +41,8 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "../clockns.h"
 
-#define NS 1000000000LL
 #define NRT 4 /* realtime waiters */
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -61,18 +61,6 @@ static atomic_int early;         /* ... before deadline_mono */
 static atomic_int reldone;
 static int res_cond = -1, res_sem = -1, res_mutex = -1, res_sleep = -1, res_mono = -1;
 static int rel_ok;
-
-static int64_t now(clockid_t c)
-{
-	struct timespec t;
-	clock_gettime(c, &t);
-	return t.tv_sec * NS + t.tv_nsec;
-}
-
-static struct timespec ts(int64_t ns)
-{
-	return (struct timespec){ ns / NS, ns % NS };
-}
 
 static void rt_over(void)
 {

@@ -41,19 +41,6 @@
 
 static const char *self;
 
-static int threads_now(void)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	int n = -1;
-	while (f && fgets(line, sizeof line, f))
-		if (sscanf(line, "Threads: %d", &n) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return n;
-}
-
 /* ---- stdio over sockets ------------------------------------------------------ */
 
 static int listen_any(int *port)
@@ -187,7 +174,7 @@ static int rawsys_case(int n, bool quiet)
 	while (atomic_load(&started) < n)
 		usleep(1000);
 	usleep(20000); /* most of them in the kernel by now (not needed for correctness) */
-	int most = threads_now();
+	int most = os_threads();
 	for (int i = 0; i < n; i++)
 		CHECK(write(p[i][1], "x", 1) == 1);
 	for (int i = 0; i < n; i++)
@@ -196,7 +183,7 @@ static int rawsys_case(int n, bool quiet)
 		printf("returned %d/%d\n", atomic_load(&returned), n);
 	else
 		printf("returned %d/%d, OS threads while blocked %d, after %d\n",
-		       atomic_load(&returned), n, most, threads_now());
+		       atomic_load(&returned), n, most, os_threads());
 	return atomic_load(&returned) == n ? 0 : 1;
 }
 

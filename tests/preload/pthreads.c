@@ -71,20 +71,6 @@ static struct timespec in_ms(clockid_t clk, long ms)
 	return ts;
 }
 
-static int os_threads(void)
-{
-	char line[256];
-	int n = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof line, f))
-		if (!strncmp(line, "Threads:", 8))
-			n = atoi(line + 8);
-	fclose(f);
-	return n;
-}
-
 /* ---- a key set by a constructor, before main ---------------------------- */
 
 static pthread_key_t ctor_key;

@@ -6,7 +6,7 @@
  *
  * realprogs CASE [N]: prints one line per check ("ok ..." or "FAIL ...")
  * and exits 0 if all held.  Cases: itimer_sleep, pidfd_self, sigwait_kill,
- * sigwait_ignored, setxid, sigaction_raise.
+ * sigwait_ignored, setxid, sigaction_raise, write_alarm, itimer_dfl.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <semaphore.h>
+#include <sys/select.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -404,6 +406,150 @@ static void sigaction_raise(int n)
 	printf("ok %d sigaction pairs while a thread raised the signal\n", n);
 }
 
+/* ---- write_alarm -------------------------------------------------------------------------
+ * CPython's test_io (SignalsTest.check_interrupted_write_retry): main
+ * writes 4 MiB + 1 into a pipe nobody reads; SIGALRM (a handler without
+ * SA_RESTART) cuts the first write short (one pipe's worth written), its
+ * handler arms a second alarm, which makes the next write fail with
+ * EINTR, and that handler starts a reader (select with a 1 s timeout,
+ * 1 KiB reads) that lets the write finish.  A thread that blocks every
+ * signal waits meanwhile (regrtest's faulthandler watchdog).  Prints
+ * what each write returned. */
+static volatile sig_atomic_t wa_alarm;
+static int wa_fd;
+static atomic_int wa_done;
+static atomic_long wa_read;
+static sem_t wa_wd;
+
+static void wa_on_alarm(int s)
+{
+	(void)s;
+	wa_alarm = 1;
+}
+
+static void *wa_reader(void *arg)
+{
+	char buf[1024];
+	while (!atomic_load(&wa_done))
+		for (;;) {
+			fd_set rs;
+			FD_ZERO(&rs);
+			FD_SET(wa_fd, &rs);
+			struct timeval tv = { 1, 0 };
+			int n = select(wa_fd + 1, &rs, NULL, NULL, &tv);
+			CHECK(n >= 0);
+			if (n == 0)
+				break;
+			ssize_t k = read(wa_fd, buf, sizeof buf);
+			CHECK(k > 0);
+			atomic_fetch_add(&wa_read, k);
+		}
+	return arg;
+}
+
+static void *wa_watchdog(void *arg)
+{
+	sigset_t all;
+	sigfillset(&all);
+	CHECK(pthread_sigmask(SIG_SETMASK, &all, NULL) == 0);
+	struct timespec ts;
+	CHECK(clock_gettime(CLOCK_REALTIME, &ts) == 0);
+	ts.tv_sec += 3600;
+	while (sem_timedwait(&wa_wd, &ts) != 0)
+		CHECK(errno == EINTR);
+	return arg;
+}
+
+static void wa_arm(int ms)
+{
+	struct itimerval it = { { 0, 0 }, { ms / 1000, ms % 1000 * 1000 } };
+	CHECK(setitimer(ITIMER_REAL, &it, NULL) == 0);
+}
+
+static void write_alarm(int ms)
+{
+	pthread_t wd, rd;
+	CHECK(sem_init(&wa_wd, 0, 0) == 0);
+	CHECK(pthread_create(&wd, NULL, wa_watchdog, NULL) == 0);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = wa_on_alarm;
+	sa.sa_flags = SA_ONSTACK; /* as Python's */
+	CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
+	int p[2];
+	CHECK(pipe(p) == 0);
+	wa_fd = p[0];
+	size_t n = 4 * 1024 * 1024 + 1, done = 0;
+	char *buf = malloc(n);
+	CHECK(buf);
+	memset(buf, 'x', n);
+	wa_arm(ms);
+	int phase = 0;
+	while (done < n) {
+		ssize_t k = write(p[1], buf + done, n - done);
+		if (k < 0) {
+			CHECK(errno == EINTR);
+			printf("write: EINTR\n");
+		} else {
+			done += (size_t)k;
+			printf("write: %s\n", done < n ? "short" : "the rest");
+		}
+		if (wa_alarm) {
+			wa_alarm = 0;
+			if (++phase == 1)
+				wa_arm(ms);
+			else if (phase == 2)
+				CHECK(pthread_create(&rd, NULL, wa_reader, NULL) == 0);
+		}
+	}
+	CHECK(phase == 2);
+	atomic_store(&wa_done, 1);
+	CHECK(pthread_join(rd, NULL) == 0);
+	CHECK(atomic_load(&wa_read) == (long)n);
+	CHECK(sem_post(&wa_wd) == 0 && pthread_join(wd, NULL) == 0);
+	close(p[0]);
+	close(p[1]);
+	free(buf);
+	printf("ok %zu bytes written and read\n", n);
+}
+
+/* ---- itimer_dfl ---------------------------------------------------------------------------
+ * CPython's test_eintr (_test_eintr.py, every test's tearDown): a
+ * SIGALRM handler and a periodic ITIMER_REAL while the test runs, then
+ * setitimer(0) and the default disposition put back.  Natively no
+ * SIGALRM is left to act after that: one that came before setitimer
+ * returned was handled then (with the handler).  Under weft one still
+ * on its way to the G (in the router's signalfd, or routed and not yet
+ * run) met SIG_DFL and killed the process (exit code -14). */
+static volatile sig_atomic_t id_alarms;
+
+static void id_on_alarm(int s)
+{
+	(void)s;
+	id_alarms++;
+}
+
+static void itimer_dfl(int n)
+{
+	start_threads();
+	unsigned seed = 7;
+	for (int i = 0; i < n; i++) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = id_on_alarm;
+		CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
+		struct itimerval it = { { 0, 20 }, { 0, 20 } };
+		CHECK(setitimer(ITIMER_REAL, &it, NULL) == 0);
+		int want = id_alarms + 1 + (int)(rand_r(&seed) % 3);
+		while (id_alarms < want)
+			(void)getppid(); /* where the signal comes back from a system call */
+		struct itimerval off = { { 0, 0 }, { 0, 0 } };
+		CHECK(setitimer(ITIMER_REAL, &off, NULL) == 0);
+		CHECK(signal(SIGALRM, SIG_DFL) != SIG_ERR);
+	}
+	printf("ok %d rounds: no SIGALRM acted on after its timer stopped\n", n);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -421,6 +567,10 @@ int main(int argc, char **argv)
 		sigaction_raise(n > 0 ? n : 2000);
 	else if (!strcmp(argv[1], "setxid"))
 		setxid_case(n > 0 ? n : 8);
+	else if (!strcmp(argv[1], "itimer_dfl"))
+		itimer_dfl(n > 0 ? n : 100);
+	else if (!strcmp(argv[1], "write_alarm"))
+		write_alarm(n > 0 ? n : 200);
 	else
 		FAIL("no case %s", argv[1]);
 	return 0;

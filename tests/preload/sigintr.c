@@ -730,20 +730,6 @@ static void *waiter(void *arg)
 	return NULL;
 }
 
-/* OS threads in this process */
-static int os_threads(void)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	int n = -1;
-	while (f && fgets(line, sizeof line, f))
-		if (sscanf(line, "Threads: %d", &n) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return n;
-}
-
 /* SIGUSR1 in *set, blocked in this thread and so in every thread it
  * makes; *a gives them small stacks (thousands of them). */
 static void sigwait_setup(sigset_t *set, pthread_attr_t *a)

@@ -11,19 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int os_threads(void)
-{
-	char line[256];
-	int n = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof line, f))
-		if (!strncmp(line, "Threads:", 8))
-			n = atoi(line + 8);
-	fclose(f);
-	return n;
-}
+#include "check.h"
 
 static void *sleeper(void *arg)
 {

@@ -302,23 +302,32 @@ static void *line_reader(void *arg)
 	return NULL;
 }
 
-static int getline_case(int n)
+/* n pairs of threads, reader(read end | id) and writer(write end | id),
+ * over a socket pair each (every other one a pipe when pipes is set),
+ * started together at the gate and joined. */
+static int pairs_case(int n, bool pipes, void *(*reader)(void *), void *(*writer)(void *))
 {
 	pthread_t *t = calloc(2 * (size_t)n, sizeof *t);
 	for (int i = 0; i < n; i++) {
 		int p[2];
-		if (i % 2)
-			CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, p) == 0);
-		else
+		if (pipes && i % 2 == 0)
 			CHECK(pipe(p) == 0);
+		else
+			CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, p) == 0);
 		int id = i & 0xff;
-		CHECK(pthread_create(&t[2 * i], NULL, line_reader, (void *)(intptr_t)(p[0] << 8 | id)) == 0);
-		CHECK(pthread_create(&t[2 * i + 1], NULL, line_writer, (void *)(intptr_t)(p[1] << 8 | id)) == 0);
+		CHECK(pthread_create(&t[2 * i], NULL, reader, (void *)(intptr_t)(p[0] << 8 | id)) == 0);
+		CHECK(pthread_create(&t[2 * i + 1], NULL, writer, (void *)(intptr_t)(p[1] << 8 | id)) == 0);
 	}
 	open_gate(n);
 	for (int i = 0; i < 2 * n; i++)
 		pthread_join(t[i], NULL);
+	free(t);
 	return 0;
+}
+
+static int getline_case(int n)
+{
+	return pairs_case(n, true, line_reader, line_writer);
 }
 
 /* ---- fread: exact sizes ---------------------------------------------------------- */
@@ -372,18 +381,7 @@ static void *rec_reader(void *arg)
 
 static int fread_case(int n)
 {
-	pthread_t *t = calloc(2 * (size_t)n, sizeof *t);
-	for (int i = 0; i < n; i++) {
-		int p[2];
-		CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, p) == 0);
-		int id = i & 0xff;
-		CHECK(pthread_create(&t[2 * i], NULL, rec_reader, (void *)(intptr_t)(p[0] << 8 | id)) == 0);
-		CHECK(pthread_create(&t[2 * i + 1], NULL, rec_writer, (void *)(intptr_t)(p[1] << 8 | id)) == 0);
-	}
-	open_gate(n);
-	for (int i = 0; i < 2 * n; i++)
-		pthread_join(t[i], NULL);
-	return 0;
+	return pairs_case(n, false, rec_reader, rec_writer);
 }
 
 /* ---- fprintf + fflush into a socket nobody reads yet -------------------------------- */
@@ -430,18 +428,7 @@ static void *slow_reader(void *arg)
 
 static int slowwriter_case(int n)
 {
-	pthread_t *t = calloc(2 * (size_t)n, sizeof *t);
-	for (int i = 0; i < n; i++) {
-		int p[2];
-		CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, p) == 0);
-		int id = i & 0xff;
-		CHECK(pthread_create(&t[2 * i], NULL, slow_reader, (void *)(intptr_t)(p[0] << 8 | id)) == 0);
-		CHECK(pthread_create(&t[2 * i + 1], NULL, slow_writer, (void *)(intptr_t)(p[1] << 8 | id)) == 0);
-	}
-	open_gate(n);
-	for (int i = 0; i < 2 * n; i++)
-		pthread_join(t[i], NULL);
-	return 0;
+	return pairs_case(n, false, slow_reader, slow_writer);
 }
 
 /* ---- popen ------------------------------------------------------------------------- */
