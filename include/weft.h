@@ -268,6 +268,8 @@ typedef struct weft_stats {
 	int64_t netpolls;          /* epoll waits of the runtime's netpoller */
 	int64_t sysmon_wakeups;    /* rounds of the system monitor (each a sleep) */
 	int64_t thread_state_reads; /* the monitor's reads of a thread's state in /proc */
+	int64_t chan_fast_handoffs; /* unbuffered channel hand-offs made without the
+	                            * channel's lock (one party waiting alone) */
 } weft_stats_t;
 
 /* Fill *st.  0, or -1 with EINVAL for NULL.

@@ -6,13 +6,22 @@
  * (struct waiter): receivers and senders.  Beyond that there are two
  * kinds.
  *
- * Unbuffered (cap 0): everything happens under the lock.  A party that
- * finds a counterpart queued takes it with waiter_claim, copies the
- * element straight between the two parties' own memory (no intermediate
- * copy), records the outcome and wakes it after dropping the lock.  Once
- * claimed the counterpart cannot return (it sleeps until woken), so its
- * memory stays valid for the copy.  Invariant: at most one queue is
- * non-empty, and both are empty once closed.
+ * Unbuffered (cap 0): a party that finds a counterpart waiting takes
+ * it, copies the element straight between the two parties' own memory
+ * (no intermediate copy), records the outcome and wakes it.  Once taken
+ * the counterpart cannot return (it sleeps until woken), so its memory
+ * stays valid for the copy.  The common case - one party waiting, no
+ * select, not closed - takes no lock: the waiter sits in one word,
+ * c->rdv (the rendezvous word, below), where it is published by one CAS
+ * after its G has switched away and taken by one CAS.  Everything else
+ * (a second waiter, select, close, plain threads that sleep) goes
+ * through the lock and the two queues, after "sealing" the word: the
+ * waiter it held moves to the head of its queue and the word says
+ * RDV_SEALED until a lock holder leaves both queues empty again.
+ * Invariants: at most one queue is non-empty, both are empty once
+ * closed; a queue is non-empty or the channel closed only while the
+ * word is sealed (so a word that is not sealed means: open, and its
+ * waiter, if any, is the only one).
  *
  * Buffered (cap > 0): the elements live in a ring that senders and
  * receivers use without the lock (Vyukov's bounded queue: each slot
@@ -72,6 +81,8 @@ struct weft_chan {
 	uint64_t markbit;  /* tail bit meaning closed; also the index range */
 	uint64_t onelap;   /* what a wrap adds to an index */
 	char *slots;
+	/* unbuffered: the rendezvous word (RDV_*, "the rendezvous word") */
+	_Atomic uintptr_t rdv;
 	/* under lock */
 	struct lock lock;
 	uint32_t closed;   /* 0 or 1, set under lock (and the tail mark bit) */
@@ -169,6 +180,86 @@ static struct waiter *wq_claim(struct weft_chan *c, struct wq *q)
 	return NULL;
 }
 
+/* ---- the rendezvous word (unbuffered channels) ------------------------------
+ *
+ * c->rdv is one of
+ *   0               open, nobody waits (both queues empty)
+ *   w | RDV_RECV    open, receiver w waits, alone (both queues empty)
+ *   w | RDV_SEND    open, sender w waits, alone, w->elem its value
+ *   RDV_SEALED      the lock and queues are in charge: waiters, if any,
+ *                   are queued; or the channel is closed
+ * where w is a struct waiter of a G (8-byte aligned: the low bits are
+ * free) that no deadline, interruption or select can end (w->excl).
+ *
+ * Without the lock (usend, urecv, rdv_park):
+ *   - a party finding a counterpart's w takes it with CAS(w|dir -> 0):
+ *     the one CAS that wins owns w (as waiter_claim under a lock would),
+ *     and reads w's fields only after it (acquire; an ABA - w ended and
+ *     the same address waits again - is then simply the new wait);
+ *   - a G that finds 0 parks: it switches away, and the context that
+ *     runs next publishes it with CAS(0 -> w|dir) (rdv_commit; release:
+ *     w's fields before a taker's acquire).  Published only once off its
+ *     stack, it cannot be readied while still running on it.  If the CAS
+ *     fails (a counterpart, a second waiter, a seal came first), nothing
+ *     was published and the G is readied to look again.
+ * No lost wake-up: a sleeper is published by a CAS on this one word and
+ * every counterpart decides by a load or CAS of the same word.  In the
+ * word's modification order a counterpart either comes after the
+ * publication (and sees w) or before it (and then either took nothing
+ * and parks itself: of two CAS from 0 one fails and its G looks again,
+ * finding the other; or went to the locked path, whose seal made the
+ * publication's CAS from 0 fail).  Coherence of one location is all
+ * this needs: no fences.
+ *
+ * With the lock (chanlock): seal first.  The waiter the word held goes
+ * to its queue (the queues were empty, so it is first in line, as it
+ * came first), and from then on a fast party finds RDV_SEALED and takes
+ * the lock too, a publication's CAS from 0 fails, and the channel is
+ * exactly the locked one.  chanunlock unseals (a plain release store:
+ * only a lock holder changes a sealed word) when both queues are empty
+ * and the channel open; close never unseals. */
+#define RDV_RECV ((uintptr_t)1)
+#define RDV_SEND ((uintptr_t)2)
+#define RDV_DIR ((uintptr_t)3)
+#define RDV_SEALED RDV_DIR /* no waiter, both bits */
+
+static inline struct waiter *rdv_waiter(uintptr_t x)
+{
+	return (struct waiter *)(x & ~RDV_DIR);
+}
+
+/* c->lock held: move the word's waiter (if any) to its queue and seal. */
+static void rdv_seal(struct weft_chan *c)
+{
+	uintptr_t x = atomic_load_explicit(&c->rdv, memory_order_acquire);
+	while (x != RDV_SEALED) {
+		/* acquire: w's fields, written before its publication */
+		if (atomic_compare_exchange_weak_explicit(&c->rdv, &x, RDV_SEALED,
+							  memory_order_acquire,
+							  memory_order_acquire)) {
+			struct waiter *w = rdv_waiter(x);
+			if (w)
+				wq_push(c, (x & RDV_DIR) == RDV_RECV ? &c->recvq : &c->sendq, w);
+			return;
+		}
+	}
+}
+
+static inline void chanlock(struct weft_chan *c)
+{
+	lock(&c->lock);
+	if (!c->cap)
+		rdv_seal(c);
+}
+
+static inline void chanunlock(struct weft_chan *c)
+{
+	/* release: what we did under the lock before a fast party's acquire */
+	if (!c->cap && !c->closed && !c->recvq.q.head && !c->sendq.q.head)
+		atomic_store_explicit(&c->rdv, 0, memory_order_release);
+	unlock(&c->lock);
+}
+
 /* Record the outcome for a claimed node: a completed case (ok) or, with
  * retry, only "look again".  The caller wakes it afterwards. */
 static inline void finish(struct waiter *w, int ok, bool retry)
@@ -190,7 +281,7 @@ static inline void wake(struct waiter *w)
 
 static void unlockchan(void *arg)
 {
-	unlock(&((struct weft_chan *)arg)->lock);
+	chanunlock(arg);
 }
 
 /* ---- the ring (buffered channels), lock-free ------------------------------- */
@@ -300,9 +391,9 @@ static void notify(struct weft_chan *c, struct wq *q)
 {
 	if (atomic_load(&q->n) == 0)
 		return;
-	lock(&c->lock);
+	chanlock(c);
 	struct waiter *w = wq_claim(c, q);
-	unlock(&c->lock);
+	chanunlock(c);
 	if (!w)
 		return;
 	finish(w, 0, true);
@@ -332,9 +423,9 @@ static bool ring_handoff(struct weft_chan *c, const void *elem)
 {
 	if (atomic_load(&c->recvq.n) == 0 || !ring_empty(c))
 		return false;
-	lock(&c->lock);
+	chanlock(c);
 	struct waiter *r = wq_claim(c, &c->recvq);
-	unlock(&c->lock);
+	chanunlock(c);
 	if (!r)
 		return false;
 	if (r->elem)
@@ -372,14 +463,14 @@ static int bsend(struct weft_chan *c, const void *elem, bool block)
 			spin_pause(SPINPAUSE); /* a receiver on another CPU may free a slot */
 			continue;
 		}
-		lock(&c->lock);
+		chanlock(c);
 		struct waiter w;
 		waiter_init(&w);
 		wq_push(c, &c->sendq, &w);
 		r = ring_send(c, elem); /* again, now that receivers see us */
 		if (r != R_BLOCK) {
 			wq_remove(c, &c->sendq, &w);
-			unlock(&c->lock);
+			chanunlock(c);
 			if (r == R_CLOSED)
 				return -EPIPE;
 			notify(c, &c->recvq);
@@ -410,7 +501,7 @@ static int brecv(struct weft_chan *c, void *elem, bool block)
 			spin_pause(SPINPAUSE); /* a sender on another CPU may be about to send */
 			continue;
 		}
-		lock(&c->lock);
+		chanlock(c);
 		struct waiter w;
 		waiter_init(&w);
 		w.elem = elem;
@@ -418,7 +509,7 @@ static int brecv(struct weft_chan *c, void *elem, bool block)
 		r = ring_recv(c, elem); /* again, now that senders see us */
 		if (r != R_BLOCK) {
 			wq_remove(c, &c->recvq, &w);
-			unlock(&c->lock);
+			chanunlock(c);
 			if (r == R_CLOSED) {
 				elemzero(elem, c->elemsize);
 				return 0;
@@ -440,7 +531,7 @@ static int brecv(struct weft_chan *c, void *elem, bool block)
 /* Send to a claimed receiver: copy straight into its slot. */
 static void send_direct(struct weft_chan *c, struct waiter *r, const void *elem)
 {
-	unlock(&c->lock);
+	chanunlock(c);
 	if (r->elem)
 		elemcopy(r->elem, elem, c->elemsize);
 	finish(r, 1, false);
@@ -450,7 +541,7 @@ static void send_direct(struct weft_chan *c, struct waiter *r, const void *elem)
 /* Receive from a claimed sender: copy straight from its memory. */
 static void recv_direct(struct weft_chan *c, struct waiter *s, void *elem)
 {
-	unlock(&c->lock);
+	chanunlock(c);
 	if (elem)
 		elemcopy(elem, s->elem, c->elemsize);
 	finish(s, 1, false);
@@ -461,7 +552,7 @@ static void recv_direct(struct weft_chan *c, struct waiter *s, void *elem)
 static int usend_locked(struct weft_chan *c, const void *elem)
 {
 	if (c->closed) {
-		unlock(&c->lock);
+		chanunlock(c);
 		return -EPIPE;
 	}
 	struct waiter *r = wq_claim(c, &c->recvq);
@@ -480,21 +571,88 @@ static int urecv_locked(struct weft_chan *c, void *elem)
 		return 1;
 	}
 	if (c->closed) {
-		unlock(&c->lock);
+		chanunlock(c);
 		elemzero(elem, c->elemsize);
 		return 0;
 	}
 	return -EAGAIN;
 }
 
-static int usend(struct weft_chan *c, const void *elem, bool block)
+/* ---- unbuffered: the lock-free rendezvous ---------------------------------- */
+
+/* A fast hand-off made, for weft_stats (a counter of our P's: only its
+ * owner writes it, so a load and a store, no RMW). */
+static inline void rdv_count(void)
 {
-	lock(&c->lock);
+	struct m *m = getm();
+	if (m && m->p)
+		mtally(&m->p->nchanfast);
+}
+
+/* w was taken from the word (ours alone): complete it with value ok
+ * and wake it.  Its G sleeps until the wake, so w stays valid. */
+static inline void rdv_done(struct waiter *w)
+{
+	w->result = RES_VALUE;
+	waiter_claim_wake_g(w);
+	rdv_count();
+}
+
+struct rdvpark {
+	struct weft_chan *c;
+	uintptr_t word;  /* w | RDV_RECV or RDV_SEND */
+	bool parked;     /* the commit published it: sleep until taken */
+};
+
+/* gopark's commit, on the context that runs after the parking G. */
+static bool rdv_commit(struct g *gp, void *arg)
+{
+	(void)gp;
+	struct rdvpark *pk = arg;
+	/* before the CAS: once published, the G may be taken, readied and
+	 * running on another M, returning from the frame pk lives in */
+	pk->parked = true;
+	uintptr_t zero = 0;
+	/* release: w's fields before a taker's acquire CAS */
+	if (atomic_compare_exchange_strong_explicit(&pk->c->rdv, &zero, pk->word,
+						    memory_order_release, memory_order_relaxed))
+		return true;
+	pk->parked = false; /* nothing published: we are readied to look again */
+	return false;
+}
+
+/* Park the running G as the word's waiter w (w->elem set by the caller).
+ * True once a taker (or close, through the queue a seal put w on) has
+ * completed it: w->result says how.  False if the word was not 0 when
+ * the commit tried: look again. */
+static bool rdv_park(struct weft_chan *c, struct waiter *w, uintptr_t dir, int reason)
+{
+	struct rdvpark pk = { c, (uintptr_t)w | dir, false };
+	gopark(rdv_commit, &pk, reason);
+	if (!pk.parked)
+		return false;
+	/* acquire: pairs with the taker's release store in waiter_claim */
+	(void)atomic_load_explicit(&w->g->waitstate, memory_order_acquire);
+	return true;
+}
+
+/* Can the running G park through the word?  A G (a plain thread sleeps
+ * on a note: the locked path), whose wait nothing but a counterpart or
+ * close may end (no interruption asked for). */
+static inline bool rdv_parker(void)
+{
+	struct g *gp = getg();
+	return gp && !gp->introk;
+}
+
+static int usend_slow(struct weft_chan *c, const void *elem, bool block)
+{
+	chanlock(c);
 	int r = usend_locked(c, elem);
 	if (r != -EAGAIN)
 		return r;
 	if (!block) {
-		unlock(&c->lock);
+		chanunlock(c);
 		return r;
 	}
 	struct waiter w;
@@ -506,14 +664,14 @@ static int usend(struct weft_chan *c, const void *elem, bool block)
 	return w.result == RES_VALUE ? 0 : -EPIPE; /* a receiver took it, or close */
 }
 
-static int urecv(struct weft_chan *c, void *elem, bool block)
+static int urecv_slow(struct weft_chan *c, void *elem, bool block)
 {
-	lock(&c->lock);
+	chanlock(c);
 	int r = urecv_locked(c, elem);
 	if (r != -EAGAIN)
 		return r;
 	if (!block) {
-		unlock(&c->lock);
+		chanunlock(c);
 		return r;
 	}
 	struct waiter w;
@@ -525,6 +683,76 @@ static int urecv(struct weft_chan *c, void *elem, bool block)
 	if (w.result == RES_CLOSED)
 		elemzero(elem, c->elemsize);
 	return w.result;
+}
+
+static int usend(struct weft_chan *c, const void *elem, bool block)
+{
+	uintptr_t x = atomic_load_explicit(&c->rdv, memory_order_relaxed);
+	for (;;) {
+		if ((x & RDV_DIR) == RDV_RECV) {
+			/* a receiver waits alone: take it (acquire: its fields) */
+			if (!atomic_compare_exchange_weak_explicit(&c->rdv, &x, 0,
+								   memory_order_acquire,
+								   memory_order_relaxed))
+				continue;
+			struct waiter *r = rdv_waiter(x);
+			if (r->elem)
+				elemcopy(r->elem, elem, c->elemsize);
+			rdv_done(r);
+			return 0;
+		}
+		if (x == RDV_SEALED)
+			return usend_slow(c, elem, block);
+		/* open, and no receiver waits */
+		if (!block)
+			return -EAGAIN;
+		if (x != 0 || !rdv_parker())
+			return usend_slow(c, elem, block); /* a sender waits already */
+		struct waiter w;
+		/* excl: nothing but whoever takes it from the word (or the
+		 * queue a seal moved it to) ends this wait */
+		waiter_init_g(&w, getg());
+		w.elem = (void *)elem;
+		if (rdv_park(c, &w, RDV_SEND, W_CHAN_SEND))
+			return w.result == RES_VALUE ? 0 : -EPIPE; /* taken, or close */
+		x = atomic_load_explicit(&c->rdv, memory_order_relaxed);
+	}
+}
+
+static int urecv(struct weft_chan *c, void *elem, bool block)
+{
+	uintptr_t x = atomic_load_explicit(&c->rdv, memory_order_relaxed);
+	for (;;) {
+		if ((x & RDV_DIR) == RDV_SEND) {
+			/* a sender waits alone: take it (acquire: its fields) */
+			if (!atomic_compare_exchange_weak_explicit(&c->rdv, &x, 0,
+								   memory_order_acquire,
+								   memory_order_relaxed))
+				continue;
+			struct waiter *s = rdv_waiter(x);
+			if (elem)
+				elemcopy(elem, s->elem, c->elemsize);
+			rdv_done(s);
+			return 1;
+		}
+		if (x == RDV_SEALED)
+			return urecv_slow(c, elem, block);
+		if (!block)
+			return -EAGAIN;
+		if (x != 0 || !rdv_parker())
+			return urecv_slow(c, elem, block); /* a receiver waits already */
+		struct waiter w;
+		/* excl: nothing but whoever takes it from the word (or the
+		 * queue a seal moved it to) ends this wait */
+		waiter_init_g(&w, getg());
+		w.elem = elem;
+		if (rdv_park(c, &w, RDV_RECV, W_CHAN_RECV)) {
+			if (w.result == RES_CLOSED)
+				elemzero(elem, c->elemsize);
+			return w.result;
+		}
+		x = atomic_load_explicit(&c->rdv, memory_order_relaxed);
+	}
 }
 
 /* ---- public: make, send, receive, close --------------------------------------- */
@@ -568,9 +796,9 @@ void weft_chan_free(weft_chan_t *c)
 		errno = EINVAL;
 		return;
 	}
-	lock(&c->lock);
+	chanlock(c);
 	bool busy = c->recvq.q.head || c->sendq.q.head;
-	unlock(&c->lock);
+	chanunlock(c);
 	if (busy)
 		fatal("weft_chan_free: a green thread or thread is blocked on the channel");
 	c->magic = CHAN_FREED;
@@ -650,9 +878,9 @@ int weft_chan_close(weft_chan_t *c)
 		return -1;
 	}
 	rt_enter();
-	lock(&c->lock);
+	chanlock(c);
 	if (c->closed) {
-		unlock(&c->lock);
+		chanunlock(c);
 		rt_leave();
 		errno = EPIPE;
 		return -1;
@@ -664,7 +892,7 @@ int weft_chan_close(weft_chan_t *c)
 	 * offered), senders EPIPE */
 	struct waiter *list = claimall(c, &c->recvq, RES_CLOSED, NULL);
 	list = claimall(c, &c->sendq, RES_EPIPE, list);
-	unlock(&c->lock);
+	chanunlock(c);
 	while (list) {
 		struct waiter *w = list;
 		list = w->next;
@@ -701,7 +929,7 @@ struct selstate {
 static void lockall(struct selstate *st)
 {
 	for (size_t i = 0; i < st->nlocks; i++)
-		lock(&st->locks[i]->lock);
+		chanlock(st->locks[i]);
 }
 
 /* In reverse, skipping one channel already unlocked (or NULL). */
@@ -709,7 +937,7 @@ static void unlockall_but(struct selstate *st, struct weft_chan *skip)
 {
 	for (size_t i = st->nlocks; i-- > 0;)
 		if (st->locks[i] != skip)
-			unlock(&st->locks[i]->lock);
+			chanunlock(st->locks[i]);
 }
 
 static void unlockall(void *arg)

@@ -368,6 +368,9 @@ struct p {
 	_Atomic uint32_t rnsteal;
 	/* runnext taken so, for schedtrace (owner: load+store; relaxed) */
 	_Atomic uint64_t nrnplain;
+	/* unbuffered channel hand-offs through the rendezvous word, no lock
+	 * (chan.c; weft_stats: owner load+store, relaxed) */
+	_Atomic uint64_t nchanfast;
 
 	struct g *gfree;          /* dead Gs with their stacks, for reuse */
 	int32_t gfreecnt;
@@ -899,6 +902,37 @@ struct waiter {
  * deadline is absolute nanotime(), or < 0 for none.
  */
 void waiter_init(struct waiter *w);   /* binds w to the caller (G or thread) */
+
+/* g->waitstate's low bits (sema.c) */
+enum { WS_WAIT = 0, WS_WOKEN = 1, WS_TIMEDOUT = 2, WS_INTR = 3 };
+
+/* waiter_init's part for the running G gp, inline for the fast paths
+ * (chan.c): begins its next wait (seq), and marks w excl (the caller
+ * clears it for a wait others may end).  The plain thread's note and
+ * done word are left alone: unused for a G. */
+static inline void waiter_init_g(struct waiter *w, struct g *gp)
+{
+	w->g = gp;
+	w->queued = false;
+	w->next = w->prev = NULL;
+	w->result = 0;
+	w->sel = NULL;
+	w->excl = true;
+	uint64_t seq = (atomic_load_explicit(&gp->waitstate, memory_order_relaxed) >> 2) + 1;
+	w->seq = seq;
+	atomic_store_explicit(&gp->waitstate, seq << 2 | WS_WAIT, memory_order_relaxed);
+}
+
+/* waiter_claim and waiter_wake of a G's excl waiter that the caller
+ * alone owns now (taken from a queue or word): the release store orders
+ * what the caller wrote for it (result, its element) before the G
+ * reads it (waiter_claim). */
+static inline void waiter_claim_wake_g(struct waiter *w)
+{
+	struct g *gp = w->g;
+	atomic_store_explicit(&gp->waitstate, w->seq << 2 | WS_WOKEN, memory_order_release);
+	goready(gp);
+}
 /* Interrupt gp's wait if it is parked in an interruptible one (one it
  * began with introk set), else at its next: that wait then ends as a
  * timeout would (waiter_block false) and g_interrupted says why.  Any

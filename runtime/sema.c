@@ -25,23 +25,22 @@
 #include "runtime.h"
 #include "sys.h"
 
-enum { WS_WAIT = 0, WS_WOKEN = 1, WS_TIMEDOUT = 2, WS_INTR = 3 };
-
 void waiter_init(struct waiter *w)
 {
-	w->g = getg();
-	w->queued = false;
-	w->next = w->prev = NULL;
-	w->result = 0;
-	w->sel = NULL;
-	w->excl = false;
+	struct g *gp = getg();
+	if (gp) {
+		waiter_init_g(w, gp);
+		w->excl = false;
+	} else {
+		w->g = NULL;
+		w->queued = false;
+		w->next = w->prev = NULL;
+		w->result = 0;
+		w->sel = NULL;
+		w->excl = false;
+	}
 	atomic_store_explicit(&w->done, WS_WAIT, memory_order_relaxed);
 	noteclear(&w->note);
-	if (w->g) {
-		uint64_t seq = (atomic_load_explicit(&w->g->waitstate, memory_order_relaxed) >> 2) + 1;
-		w->seq = seq;
-		atomic_store_explicit(&w->g->waitstate, seq << 2, memory_order_relaxed);
-	}
 }
 
 /* Under the primitive's lock: take w's wakeup for ourselves.  acq_rel:

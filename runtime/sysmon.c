@@ -550,6 +550,11 @@ static void stats_fill(weft_stats_t *st)
 	st->kernel_waits = atomic_load(&sched.nsyscallwait);
 	st->netpolls = atomic_load(&sched.nnetpoll);
 	st->sysmon_wakeups = atomic_load(&sched.nsysmonwake);
+	int64_t fast = 0;
+	int32_t nall = atomic_load_explicit(&nallp, memory_order_acquire);
+	for (int32_t i = 0; i < nall; i++)
+		fast += (int64_t)atomic_load_explicit(&allp[i]->nchanfast, memory_order_relaxed);
+	st->chan_fast_handoffs = fast;
 	st->thread_state_reads = atomic_load(&sched.nstatreads);
 }
 

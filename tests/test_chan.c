@@ -721,6 +721,7 @@ Test(select, stress_gs_and_threads, .timeout = 60)
 
 /* select from a plain thread: timeout, then a G's send */
 static weft_chan_t *pt_c;
+static int pt_timedout;
 
 static void *pt_selector(void *arg)
 {
@@ -728,6 +729,7 @@ static void *pt_selector(void *arg)
 	int v = 0;
 	weft_case_t cs[1] = { { pt_c, WEFT_RECV, &v, 0 } };
 	CHECK(weft_select(cs, 1, 5 * 1000 * 1000) == -1 && err() == ETIMEDOUT);
+	__atomic_store_n(&pt_timedout, 1, __ATOMIC_RELEASE);
 	CHECK(weft_select(cs, 1, -1) == 0 && v == 31);
 	return NULL;
 }
@@ -738,7 +740,11 @@ static int select_plain_thread(int argc, char **argv)
 	pt_c = weft_chan_make(sizeof(int), 0);
 	pthread_t t;
 	pthread_create(&t, NULL, pt_selector, NULL);
-	weft_sleep(20 * 1000 * 1000);
+	/* the send only after the timed select is over (under TSan at load
+	 * 40-80 the thread had not even reached it after a 20 ms sleep: the
+	 * select found the send and the one after it waited for good) */
+	while (!__atomic_load_n(&pt_timedout, __ATOMIC_ACQUIRE))
+		weft_sleep(1000 * 1000);
 	int v = 31;
 	CHECK(weft_chan_send(pt_c, &v) == 0);
 	pthread_join(t, NULL);
@@ -1080,4 +1086,303 @@ static int close_full_buffer(int argc, char **argv)
 Test(chan, close_with_full_buffer)
 {
 	run_main(close_full_buffer);
+}
+
+/* ---- unbuffered: the rendezvous word (lock-free hand-offs) ------------------ */
+
+static int64_t fast_handoffs(void)
+{
+	weft_stats_t st;
+	CHECK(weft_stats(&st) == 0); /* on a G: no cr_assert (check.h) */
+	return st.chan_fast_handoffs;
+}
+
+/* Two Gs ping-pong on one P: every hand-off but the locked path's goes
+ * through the word (one party waits alone, no select, not closed). */
+#define FH_N 10000
+static weft_chan_t *fh_ping, *fh_pong;
+
+static void fh_echo(void *arg)
+{
+	(void)arg;
+	long v;
+	while (weft_chan_recv(fh_ping, &v) == 1)
+		CHECK(weft_chan_send(fh_pong, &v) == 0);
+	weft_chan_close(fh_pong);
+}
+
+static int fast_handoff(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	weft_maxprocs(1);
+	fh_ping = weft_chan_make(sizeof(long), 0);
+	fh_pong = weft_chan_make(sizeof(long), 0);
+	weft_go(fh_echo, NULL);
+	int64_t before = fast_handoffs();
+	for (long i = 0; i < FH_N; i++) {
+		long v = i * 7;
+		CHECK(weft_chan_send(fh_ping, &v) == 0);
+		v = -1;
+		CHECK(weft_chan_recv(fh_pong, &v) == 1 && v == i * 7);
+	}
+	int64_t made = fast_handoffs() - before;
+	CHECK(made >= 2 * FH_N - 2);
+	if (made < 2 * FH_N - 2)
+		fprintf(stderr, "fast hand-offs %lld of %d\n", (long long)made, 2 * FH_N);
+	weft_chan_close(fh_ping);
+	long v;
+	CHECK(weft_chan_recv(fh_pong, &v) == 0);
+	return 0;
+}
+
+Test(chan, fast_handoff_counted)
+{
+	run_main(fast_handoff);
+}
+
+/* close racing parks through the word: on 2 Ps, receivers and senders
+ * park on a fresh channel (the first through the word, the rest queued
+ * after a seal) while another G closes it at a varying moment; every
+ * blocked party returns exactly once, receivers 0 with the element
+ * zeroed or a value some sender sent, senders 0 or EPIPE, and the
+ * values taken match the sends that succeeded. */
+#define CR_ROUNDS (TEST_TSAN ? 300 : 3000)
+static weft_chan_t *cr_c;
+static weft_wg_t cr_wg = WEFT_WG_INIT;
+static long cr_sent, cr_got, cr_returned;
+
+static void cr_recv(void *arg)
+{
+	(void)arg;
+	long v = 77;
+	int r = weft_chan_recv(cr_c, &v);
+	CHECK(r == 0 || r == 1);
+	if (r == 0)
+		CHECK(v == 0);
+	else
+		__atomic_fetch_add(&cr_got, v, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&cr_returned, 1, __ATOMIC_RELAXED);
+	weft_wg_done(&cr_wg);
+}
+
+static void cr_send(void *arg)
+{
+	long v = (long)(intptr_t)arg;
+	int r = weft_chan_send(cr_c, &v);
+	CHECK(r == 0 || (r == -1 && err() == EPIPE));
+	if (r == 0)
+		__atomic_fetch_add(&cr_sent, v, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&cr_returned, 1, __ATOMIC_RELAXED);
+	weft_wg_done(&cr_wg);
+}
+
+static void cr_closer(void *arg)
+{
+	int spins = (int)(intptr_t)arg;
+	for (int i = 0; i < spins; i++)
+		weft_yield();
+	CHECK(weft_chan_close(cr_c) == 0);
+	weft_wg_done(&cr_wg);
+}
+
+static int close_race(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	weft_maxprocs(2);
+	for (int round = 0; round < CR_ROUNDS; round++) {
+		cr_c = weft_chan_make(sizeof(long), 0);
+		cr_sent = cr_got = cr_returned = 0;
+		int nr = 1 + round % 3, ns = round % 4; /* one side alone, or both */
+		weft_wg_add(&cr_wg, nr + ns + 1);
+		for (int i = 0; i < nr; i++)
+			weft_go(cr_recv, NULL);
+		weft_go(cr_closer, (void *)(intptr_t)(round % 5));
+		for (int i = 0; i < ns; i++)
+			weft_go(cr_send, (void *)(intptr_t)(100 + i));
+		weft_wg_wait(&cr_wg);
+		CHECK(cr_returned == nr + ns);
+		CHECK(cr_got == cr_sent);
+		weft_chan_free(cr_c);
+	}
+	return 0;
+}
+
+Test(chan, close_races_fast_park, .timeout = 60)
+{
+	run_main(close_race);
+}
+
+/* select and a party parked through the word, on one P (so the order
+ * is known: a spawned G runs when main yields, and parks before main
+ * runs again): a select takes a sender (and a receiver) parked so, a
+ * plain send finds a parked select, and afterwards the word is back in
+ * use (the select's seal was lifted).  The selects block rather than
+ * poll: under TSan sysmon may lend a spare P to a slow main and the
+ * spawned G then parks later, which must work too (through the seal). */
+static weft_chan_t *sf_c, *sf_d;
+static int sf_received;
+
+static void sf_sender(void *arg)
+{
+	long v = (long)(intptr_t)arg;
+	CHECK(weft_chan_send(sf_c, &v) == 0);
+}
+
+static void sf_receiver(void *arg)
+{
+	(void)arg;
+	long v = -1;
+	CHECK(weft_chan_recv(sf_c, &v) == 1 && v == 55);
+	__atomic_store_n(&sf_received, 1, __ATOMIC_RELEASE);
+}
+
+static void sf_late_sender(void *arg)
+{
+	(void)arg;
+	long v = 66;
+	CHECK(weft_chan_send(sf_c, &v) == 0); /* the select waits, queued */
+}
+
+static int select_fast(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	weft_maxprocs(1);
+	sf_c = weft_chan_make(sizeof(long), 0);
+	sf_d = weft_chan_make(sizeof(long), 0);
+	/* a sender parked in the word; select receives from it */
+	weft_go(sf_sender, (void *)(intptr_t)44);
+	weft_yield();
+	long v = -1, w = -1;
+	weft_case_t rc[2] = { { sf_d, WEFT_RECV, &w, 0 }, { sf_c, WEFT_RECV, &v, 0 } };
+	CHECK(weft_select(rc, 2, -1) == 1 && rc[1].ok == 1 && v == 44);
+	/* a receiver parked in the word; select sends to it */
+	weft_go(sf_receiver, NULL);
+	weft_yield();
+	long out = 55;
+	weft_case_t sc[2] = { { sf_d, WEFT_SEND, &out, 0 }, { sf_c, WEFT_SEND, &out, 0 } };
+	CHECK(weft_select(sc, 2, -1) == 1 && sc[1].ok == 1);
+	while (!__atomic_load_n(&sf_received, __ATOMIC_ACQUIRE))
+		weft_yield(); /* the receiver checks and ends */
+	/* a select parked (queued, the word sealed); a plain send finds it */
+	weft_go(sf_late_sender, NULL);
+	v = -1;
+	CHECK(weft_select(rc, 2, -1) == 1 && rc[1].ok == 1 && v == 66);
+	/* nobody waits: the word is open again, and used */
+	int64_t before = fast_handoffs();
+	weft_go(sf_sender, (void *)(intptr_t)77);
+	weft_yield();
+	v = -1;
+	CHECK(weft_chan_recv(sf_c, &v) == 1 && v == 77);
+	CHECK(fast_handoffs() == before + 1);
+	/* and a trysend finds no receiver without the lock */
+	CHECK(weft_chan_trysend(sf_c, &out) == -1 && err() == EAGAIN);
+	return 0;
+}
+
+Test(select, fast_path_parties)
+{
+	run_main(select_fast);
+}
+
+/* 1,000 Gs ping-ponging in pairs on 2 Ps, every value checked, plus
+ * all of them on one shared pair of channels (many waiters: seals and
+ * unseals all the time). */
+#define PP_PAIRS 500
+#define PP_TRIPS (TEST_TSAN ? 40 : 400)
+struct pp_pair {
+	weft_chan_t *a, *b;
+};
+static struct pp_pair pp_pairs[PP_PAIRS];
+static weft_wg_t pp_wg = WEFT_WG_INIT;
+
+static void pp_left(void *arg)
+{
+	struct pp_pair *p = arg;
+	for (long i = 0; i < PP_TRIPS; i++) {
+		long v = i * 3 + 1;
+		CHECK(weft_chan_send(p->a, &v) == 0);
+		v = -1;
+		CHECK(weft_chan_recv(p->b, &v) == 1 && v == i * 3 + 2);
+	}
+	weft_wg_done(&pp_wg);
+}
+
+static void pp_right(void *arg)
+{
+	struct pp_pair *p = arg;
+	for (long i = 0; i < PP_TRIPS; i++) {
+		long v = -1;
+		CHECK(weft_chan_recv(p->a, &v) == 1 && v == i * 3 + 1);
+		v = i * 3 + 2;
+		CHECK(weft_chan_send(p->b, &v) == 0);
+	}
+	weft_wg_done(&pp_wg);
+}
+
+static weft_chan_t *ps_req, *ps_rep;
+static weft_wg_t ps_clients = WEFT_WG_INIT;
+static long ps_sum;
+
+static void ps_client(void *arg)
+{
+	long id = (long)(intptr_t)arg;
+	for (long i = 0; i < PP_TRIPS / 4; i++) {
+		long v = id << 20 | i;
+		CHECK(weft_chan_send(ps_req, &v) == 0);
+		long r = -1;
+		CHECK(weft_chan_recv(ps_rep, &r) == 1 && r >= 0);
+		__atomic_fetch_add(&ps_sum, r, __ATOMIC_RELAXED);
+	}
+	weft_wg_done(&ps_clients);
+}
+
+static void ps_server(void *arg)
+{
+	(void)arg;
+	long v;
+	while (weft_chan_recv(ps_req, &v) == 1) {
+		long r = v & 0xfffff;
+		CHECK(weft_chan_send(ps_rep, &r) == 0);
+	}
+	weft_wg_done(&pp_wg);
+}
+
+static int pingpong_many(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	weft_maxprocs(2);
+	weft_wg_add(&pp_wg, 2 * PP_PAIRS);
+	for (int i = 0; i < PP_PAIRS; i++) {
+		pp_pairs[i].a = weft_chan_make(sizeof(long), 0);
+		pp_pairs[i].b = weft_chan_make(sizeof(long), 0);
+		weft_go(pp_left, &pp_pairs[i]);
+		weft_go(pp_right, &pp_pairs[i]);
+	}
+	weft_wg_wait(&pp_wg);
+	for (int i = 0; i < PP_PAIRS; i++) {
+		weft_chan_free(pp_pairs[i].a);
+		weft_chan_free(pp_pairs[i].b);
+	}
+	/* shared: 990 clients, 10 servers, replies to whichever client */
+	ps_req = weft_chan_make(sizeof(long), 0);
+	ps_rep = weft_chan_make(sizeof(long), 0);
+	weft_wg_add(&ps_clients, 990);
+	for (long i = 0; i < 990; i++)
+		weft_go(ps_client, (void *)(intptr_t)i);
+	weft_wg_add(&pp_wg, 10);
+	for (int i = 0; i < 10; i++)
+		weft_go(ps_server, NULL);
+	weft_wg_wait(&ps_clients);
+	weft_chan_close(ps_req);
+	weft_wg_wait(&pp_wg);
+	/* every reply is some request's i: the sums match */
+	CHECK(ps_sum == 990L * ((PP_TRIPS / 4) * (PP_TRIPS / 4 - 1) / 2));
+	weft_chan_free(ps_req);
+	weft_chan_free(ps_rep);
+	return 0;
+}
+
+Test(chan, pingpong_1000_gs_2_ps, .timeout = 120)
+{
+	run_main(pingpong_many);
 }
