@@ -956,7 +956,6 @@ static __attribute__((noinline)) bool gstart(struct m *m, struct g *gp, bool fro
 	 * (tls_gbegin builds it there once the G runs) */
 	gp->sp = weft_ctx_make(gp->owntls ? gp->stack.hi - tlsinfo.reserve : gp->stack.hi, gentry);
 	san_gcreate(gp);
-	m->p->nstarted++; /* spawn_mustyield */
 	return true;
 }
 
@@ -1421,35 +1420,6 @@ static void spawnwake(void)
 	wakep();
 }
 
-/* pp's ring is full after a spawn: does the spawner yield to the Gs it
- * made (backpressure, below)?  Not when the Gs this P started lately
- * mostly parked instead of ending (fewer than a quarter of them ended,
- * over at least half a ring of starts): running them at once reuses no
- * warm stack or descriptor - each takes a fresh stack page - and holds
- * the spawning loop for their start-up (200,000 Gs parking in
- * weft_sleep: the loop took as long as creating them all, 14 us a G on
- * this VM, bound by each stack's first write).  The ring then spills
- * half to the global queue, as in Go, from which idle Ps start them,
- * and the spawner runs on.  The verdict stands until this P has started
- * enough Gs again to judge (after a yield sysmon asks for, or when the
- * spawner parks), so a spawner whose Gs turn short-lived again is back
- * to yielding within 10 ms.  Owner only. */
-static bool spawn_mustyield(struct p *pp)
-{
-	uint64_t st = pp->nstarted - pp->nstarted0, en = pp->nended - pp->nended0;
-	if (st >= RUNQ_SIZE / 2) {
-		pp->spawnspill = en < st / 4;
-		pp->nstarted0 = pp->nstarted;
-		pp->nended0 = pp->nended;
-	}
-	if (pp->spawnspill)
-		return false;
-	atomic_store_explicit(&pp->nspawnyield,
-			      atomic_load_explicit(&pp->nspawnyield, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
-	return true;
-}
-
 int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 {
 	if (!fn || (attr && attr->stack_size &&
@@ -1516,7 +1486,7 @@ int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 	 * for a call from G code (rtdepth 1: ours), never from inside the
 	 * runtime. */
 	if (pp && !m->lockedg && m->curg->rtdepth == 1 &&
-	    ((runqlen(pp) >= RUNQ_SIZE - 1 && spawn_mustyield(pp)) ||
+	    (runqlen(pp) >= RUNQ_SIZE - 1 ||
 	     (atomic_load_explicit(&pp->flags, memory_order_relaxed) & PF_PREEMPT))) {
 		/* and a spawner sysmon asked to give way (it ran 10 ms with
 		 * Gs waiting: its spawns are slow, or others steal them as
@@ -1576,7 +1546,6 @@ static void goexit1(void)
 	}
 	atomic_store_explicit(&gp->status, G_DEAD, memory_order_relaxed);
 	gcountadd(m->p, -1);
-	m->p->nended++; /* spawn_mustyield */
 	m->afterfn = after_gfput;
 	m->aftergp = gp;
 	gleave(m, gp);

@@ -376,15 +376,6 @@ struct p {
 	int32_t gfreecnt;
 	int32_t gfcold;           /* of the next gfree pops, how many are of a batch
 	                           * from the global list (freed on other Ps) */
-	/* Spawning backpressure (proc.c spawn_mustyield): Gs started (first
-	 * switch) and ended here, the same at the last verdict, and the
-	 * verdict: the Gs this P started lately park rather than end, so a
-	 * spawner whose ring is full lets it spill to the global queue
-	 * instead of running them.  All the owner's (nspawnyield: load and
-	 * store, read relaxed by schedtrace). */
-	uint64_t nstarted, nended, nstarted0, nended0;
-	bool spawnspill;
-	_Atomic uint64_t nspawnyield; /* ring-full yields of spawners here */
 	struct stack stackcache[32]; /* default-size stacks without a G */
 	int32_t nstackcache;
 	/* stacks freed into stackcache so far: only the owner writes (load

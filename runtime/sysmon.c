@@ -424,14 +424,6 @@ static void schedtrace(int64_t now, int64_t start)
 			 (unsigned long long)sw[0], (unsigned long long)sw[1],
 			 (unsigned long long)sw[2], (unsigned long long)fs,
 			 (unsigned long long)rnplain);
-	/* spawners' ring-full yields (proc.c spawn_mustyield) */
-	uint64_t spawnyields = 0;
-	for (int32_t i = 0; i < nall; i++)
-		spawnyields += atomic_load_explicit(&allp[i]->nspawnyield, memory_order_relaxed);
-	size_t len = strlen(buf);
-	if (len < sizeof buf - 40)
-		snprintf(buf + len, sizeof buf - len, " spawnyields=%llu",
-			 (unsigned long long)spawnyields);
 	warn("%s", buf);
 }
 

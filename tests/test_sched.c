@@ -622,8 +622,11 @@ Test(sched, runnext_taken_without_lock, .timeout = 60)
 	for (const char *p = c.err; (p = strstr(p, " rnplain=")); p++)
 		last = atol(p + 9);
 	/* 40,000 yields and 2 hand-offs per round trip: nearly every one
-	 * took runnext so (a few go through the ring: the 61st switch) */
-	cr_assert(last >= (2 * RN_YIELDS + 2 * RN_TRIPS) * 9 / 10, "rnplain=%ld; stderr: %.2000s",
+	 * takes runnext so (a few go through the ring: the 61st switch); at
+	 * least half, as a TSan run at load ~1,700 counted 58-75 % (a switch
+	 * whose G sysmon moved, or that the last line missed), and none
+	 * without the plain take */
+	cr_assert(last >= (2 * RN_YIELDS + 2 * RN_TRIPS) / 2, "rnplain=%ld; stderr: %.2000s",
 		  last, c.err);
 }
 
@@ -1663,80 +1666,7 @@ Test(api, attr_small_stack_overflows, .timeout = 30)
 	check_overflow(&c, "64K");
 }
 
-/* ---- spawning: backpressure only for Gs that end, FIFO behind runnext ---------- */
-
-/* A spawner whose ring fills yields to the Gs it made only while the Gs
- * this P starts end (proc.c spawn_mustyield): 4,096 Gs that park cost
- * the loop one yield (the first ring, which teaches the P that its Gs
- * park), then the ring spills to the global queue; 4,096 Gs that end
- * make it yield at every full ring, as before.  Counted by schedtrace's
- * spawnyields= on 1 P (before: 16 yields in both cases). */
-#define SY_GS 4096
-static weft_wg_t sy_started = WEFT_WG_INIT, sy_release = WEFT_WG_INIT, sy_done = WEFT_WG_INIT;
-
-static void sy_parker(void *arg)
-{
-	(void)arg;
-	weft_wg_done(&sy_started);
-	weft_wg_wait(&sy_release);
-	weft_wg_done(&sy_done);
-}
-
-static void sy_ender(void *arg)
-{
-	(void)arg;
-	weft_wg_done(&sy_done);
-}
-
-static int sy_body(int argc, char **argv)
-{
-	(void)argc, (void)argv;
-	bool park = getenv("SY_PARK") != NULL;
-	weft_wg_add(&sy_release, 1);
-	weft_wg_add(&sy_started, park ? SY_GS : 0);
-	weft_wg_add(&sy_done, SY_GS);
-	for (int i = 0; i < SY_GS; i++)
-		if (weft_go(park ? sy_parker : sy_ender, NULL) < 0)
-			return 10;
-	weft_wg_wait(&sy_started);
-	weft_wg_done(&sy_release);
-	weft_wg_wait(&sy_done);
-	for (int i = 0; i < 40; i++) /* some schedtrace lines (5 ms each) */
-		weft_sleep(5 * 1000000);
-	return 0;
-}
-
-static int sy_child(void)
-{
-	return weft_main(sy_body, 0, NULL);
-}
-
-static long sy_yields(bool park)
-{
-	char *env[] = { "WEFT_MAXPROCS=1", "WEFT_DEBUG=schedtrace=5", park ? "SY_PARK=1" : "SY_X=1",
-			NULL };
-	struct child c;
-	run_child(&c, env, sy_child, 50);
-	cr_assert(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0, "status %d, stderr: %.2000s",
-		  c.status, c.err);
-	long last = -1;
-	for (const char *p = c.err; (p = strstr(p, " spawnyields=")); p++)
-		last = atol(p + 13);
-	cr_assert(last >= 0, "no spawnyields= in schedtrace: %.2000s", c.err);
-	return last;
-}
-
-Test(sched, spawner_of_parking_gs_does_not_yield, .timeout = 60)
-{
-	long n = sy_yields(true);
-	cr_assert(n <= 2, "%ld ring-full yields for %d parking Gs", n, SY_GS);
-}
-
-Test(sched, spawner_of_ending_gs_yields, .timeout = 60)
-{
-	long n = sy_yields(false);
-	cr_assert(n >= SY_GS / 256 / 2, "%ld ring-full yields for %d Gs that end", n, SY_GS);
-}
+/* ---- spawning: FIFO behind runnext ------------------------------------------------ */
 
 /* A G spawned while runnext holds an earlier one goes to the ring's tail
  * (weft_go): the earlier stays in runnext and a spawning loop does not
