@@ -779,6 +779,20 @@ static bool tls_grew(void)
 	return atomic_load(&tls_grown);
 }
 
+/* The whole static TLS area in memory of its own, not at the stack top
+ * (a module took static TLS since the reserve was sized): its end in *hi,
+ * its size in *reserve.  NULL without memory. */
+static char *block_alone(char **hi, size_t *reserve)
+{
+	size_t sz = tlsinfo.fullreserve + tlsinfo.align;
+	char *mem = rtalloc(sz);
+	if (mem) {
+		*hi = (char *)(((uintptr_t)mem + sz) & ~(uintptr_t)15);
+		*reserve = tlsinfo.fullreserve;
+	}
+	return mem;
+}
+
 /* On gp, running, with its stack's top tlsinfo.reserve bytes free (see
  * gstart): build its block there and switch to it.  On ENOMEM the G
  * keeps sharing its M's TLS (a warning once). */
@@ -789,14 +803,9 @@ void tls_gbegin(struct g *gp)
 	size_t reserve = tlsinfo.reserve;
 	bool resdead = tlsinfo.resdead;
 	if (unlikely(tls_grew())) {
-		/* the stack top has no room for what a later dlopen took:
-		 * the whole area, on its own */
-		size_t sz = tlsinfo.fullreserve + tlsinfo.align;
-		mem = rtalloc(sz);
-		if (!mem)
+		/* the stack top has no room for what a later dlopen took */
+		if (!(mem = block_alone(&hi, &reserve)))
 			goto nomem;
-		hi = (char *)(((uintptr_t)mem + sz) & ~(uintptr_t)15);
-		reserve = tlsinfo.fullreserve;
 		resdead = false;
 	}
 	char *lo = hi - reserve;
@@ -808,12 +817,8 @@ void tls_gbegin(struct g *gp)
 		 * area, on its own, from now on (tls_grew says so once) */
 		atomic_store(&tls_grown, true);
 		tls_grewwarn();
-		size_t sz = tlsinfo.fullreserve + tlsinfo.align;
-		mem = rtalloc(sz);
-		if (!mem)
+		if (!(mem = block_alone(&hi, &reserve)))
 			goto nomem;
-		hi = (char *)(((uintptr_t)mem + sz) & ~(uintptr_t)15);
-		reserve = tlsinfo.fullreserve;
 		resdead = false;
 		memset(hi - reserve, 0, reserve);
 		tcb = block_fill(hi, reserve, gtid(gp), resdead);
