@@ -162,6 +162,9 @@ $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(SO)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) $< -o $@ $(TEST_LDFLAGS)
 
+# test_faults takes os_threads from the preload programs' check.h
+$(BUILD)/tests/test_faults: tests/preload/check.h
+
 # test_link checks the libraries themselves: it needs them all built
 $(BUILD)/tests/test_link: TEST_CFLAGS += -DWEFT_LIBDIR='"$(abspath $(BUILD)/lib)"' \
 	-DWEFT_SRCDIR='"$(CURDIR)"'

@@ -16,6 +16,7 @@
  * reached, sched/overflow_canary_stacks.)
  */
 #include "helpers.h"
+#include "preload/check.h" /* os_threads */
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -155,19 +156,6 @@ static void nt_blocker(void *arg)
 	weft_blocking_exit();
 	int one = 1;
 	weft_chan_send(ch, &one);
-}
-
-static int os_threads(void)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	int n = -1;
-	while (f && fgets(line, sizeof line, f))
-		if (sscanf(line, "Threads: %d", &n) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return n;
 }
 
 static void *nothing(void *arg)
