@@ -145,14 +145,20 @@ static void nt_worker(void *arg)
 	weft_chan_send(ch, &one);
 }
 
+static _Atomic int nt_in; /* blockers in their blocking call */
+
 static void nt_blocker(void *arg)
 {
-	/* a call that blocks its OS thread: sysmon wants another M for the
-	 * P, and the system refuses it */
+	/* calls that block its OS thread until all four blockers are in
+	 * theirs (an event, not a time: at a slow moment one could end
+	 * before the next began; 30 s if they never meet): the runtime
+	 * wants another M for a P meanwhile, and the system refuses it */
 	weft_chan_t *ch = arg;
 	weft_blocking_enter();
-	struct timespec ts = { 0, 50 * 1000 * 1000 };
-	nanosleep(&ts, NULL);
+	atomic_fetch_add(&nt_in, 1);
+	struct timespec ts = { 0, 1000 * 1000 };
+	for (int i = 0; i < 30000 && atomic_load(&nt_in) < 4; i++)
+		nanosleep(&ts, NULL);
 	weft_blocking_exit();
 	int one = 1;
 	weft_chan_send(ch, &one);

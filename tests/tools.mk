@@ -50,9 +50,10 @@ endif
 #    it reads stacks that M is switching, which TSan reports.  (Natively
 #    the handler runs as the signal arrives and every M stops; the other
 #    dump tests, where Ms sleep or spin in one G, run under TSan.)
-#  - faults/stack_mapping_fails_enomem lowers RLIMIT_AS until stacks
-#    cannot be mapped, which starves TSan's own allocator first ("internal
-#    allocator is out of memory"); it runs natively and under ASan.
+#  - faults/stack_mapping_fails_enomem and stack_wait_woken_by_cached_free
+#    lower RLIMIT_AS until stacks cannot be mapped, which starves TSan's
+#    own allocator first ("internal allocator is out of memory"); they run
+#    natively and under ASan.
 # and, skipped by the suites themselves:
 #  - test_preload, test_preload_corpus (tests/preload/harness.h): the
 #    shim replaces the pthread API, which TSan's runtime itself uses and
@@ -83,7 +84,8 @@ endif
 WEFT_TSAN_SKIP ?= sched/million_parked,sched/million_once_procs1,sched/million_once_procs2,$\
 	sched/queued_gs_hold_no_stack,sched/overflow_canary_stacks,$\
 	deadlock/channels,deadlock/mutexes,deadlock/cond_sem_rwlock_waitgroup,$\
-	deadlock/plain_thread_blocked_too,dump/while_gs_switch,faults/stack_mapping_fails_enomem
+	deadlock/plain_thread_blocked_too,dump/while_gs_switch,faults/stack_mapping_fails_enomem,$\
+	faults/stack_wait_woken_by_cached_free
 # $(BUILD)/tsan.supp: tests/tsan.supp, then one "mutex:^fn$" per function
 # of the jemalloc archive that calls pthread_mutex_* (tsan.supp says why).
 TSAN_SUPP := $(BUILD)/tsan.supp
