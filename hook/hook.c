@@ -77,6 +77,7 @@ int g_sleep_until(int64_t deadline)
 }
 
 int (*hook_sigrun)(void);
+void (*hook_sigerr)(int e);
 void (*hook_cancel)(void);
 
 long hook_eintr(bool restartable)

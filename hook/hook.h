@@ -65,9 +65,16 @@ static inline void errno_set(int e)
 }
 
 /* A raw result (value or -errno) as libc returns it. */
+/* The preload shim's: a call failed with EPIPE or EFBIG, whose signal
+ * the kernel may have left pending on this OS thread for a G that blocks
+ * it (signal.c sig_err).  NULL linked. */
+extern void (*hook_sigerr)(int e) HIDDEN;
+
 static inline long sysret(long r)
 {
 	if (r < 0 && r > -4096) {
+		if (unlikely(r == -EPIPE || r == -EFBIG) && hook_sigerr)
+			hook_sigerr((int)-r);
 		errno_set((int)-r);
 		return -1;
 	}

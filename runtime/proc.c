@@ -565,6 +565,9 @@ static void *mstart(void *arg)
 	m->errnop = &errno;
 	m->fsbase = m->fscur = tls_current();
 	tls_mstart(m); /* its GS base, before any G's block is loaded here */
+	void (*started)(void) = __atomic_load_n(&rt_mstarted, __ATOMIC_RELAXED);
+	if (started)
+		started();
 	/* seq_cst, then dump_mstart: a dump either stops this M or is
 	 * waited for (dump.c) */
 	atomic_store(&m->tid, (int)sys_gettid());
@@ -999,6 +1002,24 @@ static void stackwait_run(void)
 	wakep();
 }
 
+_Atomic uint64_t rt_sigkbits;
+void (*rt_mstarted)(void);
+void (*rt_sigkswitch)(struct m *m, uint64_t want);
+
+/* rt_sigkbits set, to about to run on m: its blocked per-G signals into
+ * the kernel mask if the M's differ.  Only a program's Gs (sigon): the
+ * shim's own keep what the M has. */
+static __attribute__((noinline)) void sigk_switch(struct m *m, struct g *to)
+{
+	if (!to->sigon)
+		return;
+	uint64_t want = (atomic_load_explicit(&to->sigmask, memory_order_relaxed) |
+			 atomic_load_explicit(&to->sighold, memory_order_relaxed)) &
+			atomic_load_explicit(&rt_sigkbits, memory_order_relaxed);
+	if (want != atomic_load_explicit(&m->sigk, memory_order_relaxed))
+		rt_sigkswitch(m, want);
+}
+
 /* Switch from 'from' (a G, or NULL for g0) to 'to' (a G, or NULL for
  * g0).  Returns in 'from' when something switches back to it, possibly
  * on another M; the caller must re-read getm(). */
@@ -1041,6 +1062,9 @@ static inline __attribute__((always_inline)) void gswitch_inl(struct m *m, struc
 	if (unlikely(atomic_load_explicit(&gcpu_any, memory_order_relaxed)))
 		gcpu_switch(m, from, to);
 	mtally(from ? (to ? &m->nswgg : &m->nswg0) : &m->nsw0g);
+	/* the kernel mask's per-G signals (runtime.h): one load linked */
+	if (unlikely(atomic_load_explicit(&rt_sigkbits, memory_order_relaxed)) && to)
+		sigk_switch(m, to);
 	san_switch_start(m, from, to);
 	tls_loadfs(m, to);
 	weft_ctx_switch(save, next);

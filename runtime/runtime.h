@@ -224,6 +224,20 @@ struct g {
 	                           * TLS), or NULL */
 };
 
+/* ---- signals blocked per G in the kernel (the preload shim's) ------------ */
+
+/* Signals the kernel sends to the thread that made a call (SIGPIPE,
+ * SIGXFSZ) and acts on there: a G that blocks one must have it blocked
+ * in its OS thread's kernel mask while it runs, one that does not must
+ * not.  The shim sets the bits (0 linked: nothing is done); a switch to
+ * a program G whose (sigmask | sighold) differs there from m->sigk calls
+ * rt_sigkswitch(m, want), which makes the kernel mask and m->sigk want. */
+extern _Atomic uint64_t rt_sigkbits;
+extern void (*rt_sigkswitch)(struct m *m, uint64_t want);
+/* Called first by every new M on its own thread (the shim: its mask for
+ * sigk 0, not its creator's).  NULL: nothing. */
+extern void (*rt_mstarted)(void);
+
 /* ---- a G's CPU-time clock (cpuclock.c) ---------------------------------- */
 
 /* Set once any G's clock is kept: the switch looks at the Gs only then. */
@@ -302,6 +316,11 @@ struct m {
 	 * P (entersyscallwait), or has been asked to stop (kwait.c: the
 	 * M's own signal handler and the askers write it; seq_cst) */
 	_Atomic int32_t kwait;
+	/* Of rt_sigkbits, those this thread's kernel mask blocks now: the
+	 * switch makes them the running G's (sigk_switch).  This M only,
+	 * its signal handlers too (the shim's SIGWEFT handler sets the mask
+	 * it returns to from it): relaxed. */
+	_Atomic uint64_t sigk;
 };
 
 /* m->kwait.  Invariant: a kick's signal is sent only while the word

@@ -322,6 +322,14 @@ SIGINTR(kill_waitpid)
 /* gettid is a thread's own; tgkill, syscall(SYS_tgkill), syscall(SYS_tkill) on it */
 SIGINTR(tgkill)
 SIGINTR(masks)
+/* SIGPIPE let through and blocked again by the only thread, then new
+ * threads write to broken pipes at once: EPIPE, never killed (the Ms
+ * block it again before the change returns: signal.c ms_wait) */
+SIGINTR(pipe_flips)
+/* SIGPIPE blocked by a thread around its write (libpq), let through by
+ * the rest: EPIPE, pending on that thread, taken by its sigtimedwait; a
+ * thread that lets it through dies of it (signal.c sigkswitch) */
+SIGINTR(pipe_mixed)
 SIGINTR(storm)
 SIGINTR(cancel)
 /* one thread in sigwait beside 10,000 busy ones */

@@ -134,15 +134,30 @@ static uint64_t unblockable(void)
 	return b;
 }
 
-/* What an M runs with: every asynchronous signal blocked.  No lock: a
- * SIGWEFT handler computes it. */
-static void m_mask(sigset_t *m)
+/* The signals the kernel sends to the thread whose call caused them:
+ * blocked in an M's kernel mask as the G it runs blocks them (rt_sigkbits,
+ * proc.c sigk_switch). */
+static uint64_t kbits(void)
 {
-	uint64_t p = atomic_load_explicit(&pbits, memory_order_acquire);
+	return sigbit(SIGPIPE) | sigbit(SIGXFSZ);
+}
+
+/* What a runtime thread runs with: every asynchronous signal blocked, and
+ * of kbits() those in k (an M's: its m->sigk).  No lock: a SIGWEFT
+ * handler computes it. */
+static void rt_mask(sigset_t *m, uint64_t k)
+{
 	sigemptyset(m);
 	for (int s = 1; s < NSIG; s++)
-		if (async_sig(s) || ((s == SIGPIPE || s == SIGXFSZ) && (p & sigbit(s))))
+		if (async_sig(s) || (sigbit(s) & kbits() & k))
 			sigaddset(m, s);
+}
+
+/* What this thread runs with (an M: its sigk). */
+static void m_mask(sigset_t *m)
+{
+	struct m *mp = getm();
+	rt_mask(m, mp ? atomic_load_explicit(&mp->sigk, memory_order_relaxed) : 0);
 }
 
 /* What the signal thread runs with: P and H (handlers run on Gs, if the
@@ -230,7 +245,101 @@ static void kick(int tid)
 	kwait_sigsend(tid, SIGWEFT);
 }
 
+/* ---- SIGPIPE and SIGXFSZ: the running G's, in its M's kernel mask ----------------- */
+
+/* The kernel sends SIGPIPE (a write to a pipe or socket with no reader)
+ * and SIGXFSZ (past RLIMIT_FSIZE) to the thread that made the call, and
+ * acts on it there at once unless that thread blocks it.  So the kernel
+ * mask of an M blocks them exactly as the G it runs does: one G may block
+ * SIGPIPE around its writes while another dies of it.  The switch calls
+ * sigkswitch when the next G's differ from the M's (proc.c sigk_switch),
+ * a G's own mask change calls it for its M (sigk_self).
+ *
+ * A signal the kernel left pending on the M (a G that blocks it caused
+ * it) belongs to that G: a hooked call that fails with EPIPE / EFBIG
+ * hands it over at once (sig_err), pending on the G as on a thread.  One
+ * caused through a path weft does not see is still pending when the M
+ * next unblocks it: dropped then, as a thread's pending signals are when
+ * it ends, rather than acted on for a G that never caused it. */
+
+/* A thread-directed s pending on this thread, taken (to *si if not NULL).
+ * With s not in P some G lets s through and so does the signal thread,
+ * which takes a process-directed s at once: one pending is this thread's. */
+static bool take_mine(int s, siginfo_t *si)
+{
+	uint64_t pend = 0;
+	if (sys3(SYS_rt_sigpending, &pend, 8, 0) != 0 || !(pend & sigbit(s)) ||
+	    (atomic_load_explicit(&pbits, memory_order_relaxed) & sigbit(s)))
+		return false;
+	uint64_t set = sigbit(s);
+	struct timespec zero = { 0, 0 };
+	siginfo_t tmp;
+	return sys4(SYS_rt_sigtimedwait, &set, si ? si : &tmp, &zero, 8) == s;
+}
+
+/* m's kernel mask and m->sigk become want (of kbits()); on m's thread. */
+static void sigkswitch(struct m *m, uint64_t want)
+{
+	uint64_t have = atomic_load_explicit(&m->sigk, memory_order_relaxed);
+	uint64_t on = want & ~have, off = have & ~want;
+	/* what we let through: a pending one is the previous Gs' (above),
+	 * taken while still blocked */
+	for (uint64_t b = off; b; b &= b - 1)
+		while (take_mine(__builtin_ctzll(b) + 1, NULL))
+			;
+	/* sigk first: a SIGWEFT handler that comes now returns to a mask
+	 * made from it (on_weft), the same as the calls below make */
+	atomic_store_explicit(&m->sigk, want, memory_order_relaxed);
+	atomic_signal_fence(memory_order_seq_cst);
+	if (on)
+		(void)sys4(SYS_rt_sigprocmask, SIG_BLOCK, &on, NULL, 8);
+	if (off)
+		(void)sys4(SYS_rt_sigprocmask, SIG_UNBLOCK, &off, NULL, 8);
+}
+
+/* The running G's mask changed: its M's kernel mask follows at once (no
+ * preemption meanwhile: the mask is this thread's). */
+static void sigk_self(struct g *gp)
+{
+	if (!gp->sigon)
+		return;
+	struct m *m = rt_enter();
+	uint64_t want = (atomic_load(&gp->sigmask) | atomic_load(&gp->sighold)) & kbits();
+	if (want != atomic_load_explicit(&m->sigk, memory_order_relaxed))
+		sigkswitch(m, want);
+	rt_leave();
+}
+
+static bool deliver(struct g *gp, int s, const siginfo_t *si, bool thr);
+
+/* A hooked call failed with e (hook.h sysret): EPIPE's SIGPIPE, EFBIG's
+ * SIGXFSZ, if the G blocks it, is pending on this thread: the G's now. */
+static void sig_err(int e)
+{
+	int s = e == EPIPE ? SIGPIPE : SIGXFSZ;
+	struct g *gp = getg();
+	if (!active || !gp || !gp->sigon)
+		return;
+	struct m *m = rt_enter();
+	siginfo_t si;
+	bool mine = (atomic_load_explicit(&m->sigk, memory_order_relaxed) & sigbit(s)) &&
+		    take_mine(s, &si);
+	rt_leave();
+	if (mine)
+		deliver(gp, s, &si, true);
+}
+
 /* ---- runtime threads ----------------------------------------------------------- */
+
+/* A new M (rt_mstarted), sigk 0: its mask is rt_mask(0), not its
+ * creator's kbits().  Nothing is pending on a new thread, and a SIGWEFT
+ * handler here meanwhile sets the same mask. */
+static void m_started(void)
+{
+	sigset_t m;
+	rt_mask(&m, 0);
+	REAL(pthread_sigmask)(SIG_SETMASK, &m, NULL);
+}
 
 /* rt_pthread_create: the runtime's threads start with asynchronous
  * signals blocked (the dumper, which asks for all, keeps all). */
@@ -240,8 +349,10 @@ int sig_rt_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), vo
 	REAL(pthread_sigmask)(SIG_SETMASK, NULL, &old);
 	if (sigismember(&old, SIGWEFT))
 		want = old; /* the dumper, made with everything blocked: so be it */
-	else
-		m_mask(&want);
+	else /* never let this thread's kbits() through meanwhile: one may
+	      * be pending here (a G's that blocks it); a new M sets its own
+	      * (m_started) */
+		rt_mask(&want, tobits(&old));
 	/* an exec under way kills every other thread and makes clone fail
 	 * meanwhile: wait for it to fail or succeed (then we are gone) */
 	while (atomic_load(&sig_execing))
@@ -548,6 +659,8 @@ void sig_start(void)
 {
 	install();
 	__atomic_store_n(&rt_kicktid, kick, __ATOMIC_RELAXED);
+	__atomic_store_n(&rt_sigkswitch, sigkswitch, __ATOMIC_RELAXED);
+	__atomic_store_n(&rt_mstarted, m_started, __ATOMIC_RELAXED);
 	async_init();
 	sigset_t m;
 	REAL(pthread_sigmask)(SIG_SETMASK, NULL, &m);
@@ -567,8 +680,12 @@ void sig_start(void)
 	st_mask(&m);
 	REAL(pthread_sigmask)(SIG_SETMASK, &m, NULL);
 	hook_sigrun = sig_run;
+	hook_sigerr = sig_err;
 	cancel_start();
 	active = true;
+	/* from the next switch on, the Gs' SIGPIPE / SIGXFSZ (main's: it is
+	 * not running yet) */
+	atomic_store(&rt_sigkbits, kbits());
 }
 
 /* Child of fork: a new signal thread (the old one is not in the child).
@@ -653,11 +770,10 @@ static bool on_g(void)
 
 /* plock held: P (and the generation) for what the table says now.
  * Returns the new generation, 0 if P did not change. */
-static uint64_t p_set_locked(uint64_t *was)
+static uint64_t p_set_locked(void)
 {
 	uint64_t np = mt_p() & ~unblockable();
-	*was = atomic_load_explicit(&pbits, memory_order_relaxed);
-	if (np == *was)
+	if (np == atomic_load_explicit(&pbits, memory_order_relaxed))
 		return 0;
 	atomic_store_explicit(&pbits, np, memory_order_release);
 	return atomic_fetch_add(&pgen, 1) + 1;
@@ -675,10 +791,10 @@ static uint64_t h_set_locked(int s, bool on)
 }
 
 
-/* After a change to generation g (P was oldp): the signalfds, the Ms'
- * SIGPIPE / SIGXFSZ, and the signal thread (waited for on a G: as the
- * kernel does, a signal unblocked now is acted on before we return). */
-static void masks_apply(uint64_t g, uint64_t oldp)
+/* After a change to generation g: the signalfds and the signal thread
+ * (waited for on a G: as the kernel does, a signal unblocked now is acted
+ * on before we return).  Not the Ms: kbits() follow the G they run. */
+static void masks_apply(uint64_t g)
 {
 	if (!g)
 		return;
@@ -690,17 +806,6 @@ static void masks_apply(uint64_t g, uint64_t oldp)
 	uint64_t p = atomic_load(&pbits);
 	sfd_update();
 	rfd_update();
-	if ((oldp ^ p) & (sigbit(SIGPIPE) | sigbit(SIGXFSZ))) {
-		/* Every M, this one too (the handler runs before tgkill
-		 * returns), takes its mask from pbits in its SIGWEFT handler,
-		 * as pbits is then.  Each M gets a SIGWEFT sent after the
-		 * last change's store, so the last change wins on every M; a
-		 * mask computed here and set directly could land after the
-		 * handler of a newer change had run on this M. */
-		for (struct m *m = atomic_load(&allm); m; m = m->alllink)
-			if (m->tid)
-				tell(m->tid);
-	}
 	/* routed signals nobody would take that every G now blocks: back
 	 * to the kernel, pending for the process (sigwait, sigpending) */
 	lock(&plock);
@@ -733,10 +838,9 @@ static void h_update(int s)
 	if (REAL(sigaction)(s, NULL, &sa) != 0)
 		return;
 	lock(&plock);
-	uint64_t oldp = atomic_load(&pbits);
 	uint64_t g = h_set_locked(s, handled(&sa));
 	unlock(&plock);
-	masks_apply(g, oldp);
+	masks_apply(g);
 }
 
 /* ---- Gs: their masks, and signals for them ------------------------------------------------- */
@@ -754,10 +858,11 @@ void sig_gstart(struct g *gp, uint64_t mask, bool ismain)
 	gp->sigon = true;
 	if (ismain)
 		maing = gp;
-	uint64_t oldp;
-	uint64_t g = p_set_locked(&oldp);
+	uint64_t g = p_set_locked();
 	unlock(&plock);
-	masks_apply(g, oldp);
+	masks_apply(g);
+	if (gp == getg()) /* it runs already: its M's mask at once */
+		sigk_self(gp);
 }
 
 /* It ends: signals still pending on it are lost, as a thread's are. */
@@ -770,10 +875,9 @@ void sig_gend(struct g *gp)
 	gp->sigon = false;
 	if (maing == gp)
 		maing = NULL;
-	uint64_t oldp;
-	uint64_t g = p_set_locked(&oldp);
+	uint64_t g = p_set_locked();
 	unlock(&plock);
-	masks_apply(g, oldp);
+	masks_apply(g);
 }
 
 /* The mask a new G gets: its creator's (a plain thread's own). */
@@ -1098,7 +1202,7 @@ static int setp(int how, const sigset_t *set, sigset_t *old)
 		now &= ~unblockable(); /* as glibc: never these */
 	}
 	if (now != was) {
-		uint64_t oldp = 0, g = 0;
+		uint64_t g = 0;
 		lock(&plock);
 		if (gp->sigon) {
 			mt_add(was, -1);
@@ -1106,9 +1210,11 @@ static int setp(int how, const sigset_t *set, sigset_t *old)
 		}
 		atomic_store(&gp->sigmask, now);
 		if (gp->sigon)
-			g = p_set_locked(&oldp);
+			g = p_set_locked();
 		unlock(&plock);
-		masks_apply(g, oldp);
+		masks_apply(g);
+		if ((was ^ now) & kbits())
+			sigk_self(gp);
 		if (was & ~now) {
 			/* as the kernel: what this unblocks is handled before we
 			 * return: pending for the process (the router's or ours) */
@@ -1473,8 +1579,36 @@ static int g_sigwait(const sigset_t *set, siginfo_t *info, int64_t deadline, boo
 	}
 }
 
+/* A signal of set and kbits() pending on the running G (sig_err put it
+ * there): the sigwait family takes it first, as from a thread.  0: none. */
+static int take_gpend(const sigset_t *set, siginfo_t *info)
+{
+	struct g *gp = on_g() ? getg() : NULL;
+	if (!gp || !gp->sigon)
+		return 0;
+	uint64_t mine = atomic_load(&gp->sigpend) & kbits();
+	if (!mine)
+		return 0;
+	mine &= tobits(set);
+	for (; mine; mine &= mine - 1) {
+		int s = __builtin_ctzll(mine) + 1;
+		if (atomic_fetch_and(&gp->sigpend, ~sigbit(s)) & sigbit(s)) {
+			atomic_fetch_and(&gp->sigthr, ~sigbit(s));
+			if (info)
+				*info = info_of(s);
+			return s;
+		}
+	}
+	return 0;
+}
+
 HOOK int sigwait(const sigset_t *set, int *sig)
 {
+	int k = take_gpend(set, NULL);
+	if (k) {
+		*sig = k;
+		return 0;
+	}
 	if (on_g() && hook_g()) {
 		int r;
 		while ((r = g_sigwait(set, NULL, -1, false)) == -EINTR)
@@ -1491,6 +1625,9 @@ HOOK int sigwait(const sigset_t *set, int *sig)
 
 HOOK int sigwaitinfo(const sigset_t *set, siginfo_t *info)
 {
+	int k = take_gpend(set, info);
+	if (k)
+		return k;
 	if (on_g() && hook_g()) {
 		int r = g_sigwait(set, info, -1, true);
 		if (r != -ENOSYS)
@@ -1501,6 +1638,9 @@ HOOK int sigwaitinfo(const sigset_t *set, siginfo_t *info)
 
 HOOK int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *ts)
 {
+	int k = take_gpend(set, info);
+	if (k)
+		return k;
 	if (on_g() && hook_g() && ts && ts->tv_sec >= 0 && ts->tv_nsec >= 0 &&
 	    ts->tv_nsec < 1000000000 && (ts->tv_sec || ts->tv_nsec)) {
 		int64_t ns = ts->tv_sec > INT64_MAX / 2000000000 ? INT64_MAX / 2
@@ -1510,6 +1650,22 @@ HOOK int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespe
 			return (int)sysret(r);
 	}
 	return SIGWAIT_CALL(REAL(sigtimedwait)(set, info, ts));
+}
+
+DEFREAL(sigpending);
+
+/* The kernel's (this OS thread's and the process's), and the running G's
+ * own: those sent to it that it blocks. */
+HOOK int sigpending(sigset_t *set)
+{
+	int r = REAL(sigpending)(set);
+	struct g *gp = on_g() ? getg() : NULL;
+	if (r != 0 || FROM_SHIM() || !gp || !gp->sigon)
+		return r;
+	uint64_t mine = atomic_load(&gp->sigpend) & g_blocked(gp);
+	for (; mine; mine &= mine - 1)
+		sigaddset(set, __builtin_ctzll(mine) + 1);
+	return 0;
 }
 
 /* ---- sending --------------------------------------------------------------------------- */

@@ -631,6 +631,131 @@ static void case_masks(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* ---- SIGPIPE blocked again, a new thread writes at once ------------------------------------- */
+
+/* ROUNDS times main lets SIGPIPE through and blocks it again (the OS
+ * threads under the shim change their masks with it: every thread blocks
+ * it again), then starts threads that write to a broken pipe at once,
+ * beside two that compute (they block it too): every write fails with
+ * EPIPE, as natively, and none kills the process. */
+#define FLIP_ROUNDS 300
+static atomic_int flips_stop;
+
+static void *pipe_writer(void *arg)
+{
+	(void)arg;
+	int q[2];
+	if (pipe(q) != 0)
+		return (void *)1L;
+	close(q[0]);
+	ssize_t n = write(q[1], "x", 1);
+	long bad = !(n == -1 && errno_now() == EPIPE);
+	close(q[1]);
+	return (void *)bad;
+}
+
+static void *flip_spinner(void *arg)
+{
+	(void)arg;
+	while (!flips_stop)
+		;
+	return NULL;
+}
+
+static void case_pipe_flips(void)
+{
+	sigset_t ps;
+	sigemptyset(&ps);
+	sigaddset(&ps, SIGPIPE);
+	sigprocmask(SIG_BLOCK, &ps, NULL);
+	pthread_t sp[2], w[4];
+	for (int i = 0; i < 2; i++)
+		pthread_create(&sp[i], NULL, flip_spinner, NULL);
+	long bad = 0;
+	for (int r = 0; r < FLIP_ROUNDS; r++) {
+		sigprocmask(SIG_UNBLOCK, &ps, NULL);
+		sigprocmask(SIG_BLOCK, &ps, NULL);
+		for (int i = 0; i < 4; i++)
+			pthread_create(&w[i], NULL, pipe_writer, NULL);
+		for (int i = 0; i < 4; i++) {
+			void *res;
+			pthread_join(w[i], &res);
+			bad += (long)res;
+		}
+	}
+	flips_stop = 1;
+	for (int i = 0; i < 2; i++)
+		pthread_join(sp[i], NULL);
+	say("pipe_flips: every write to a broken pipe fails with EPIPE", bad == 0);
+}
+
+/* libpq's way (pq_block_sigpipe / pq_reset_sigpipe) in threads of a
+ * program that leaves SIGPIPE at its default everywhere else: block it in
+ * this thread, write, see it pending (sigpending), take it (sigtimedwait),
+ * restore the mask.  Beside two threads that compute with it let
+ * through. */
+static void *libpq_writer(void *arg)
+{
+	(void)arg;
+	long bad = 0;
+	sigset_t ps, old, pend;
+	sigemptyset(&ps);
+	sigaddset(&ps, SIGPIPE);
+	struct timespec zero = { 0, 0 };
+	for (int i = 0; i < 50; i++) {
+		pthread_sigmask(SIG_BLOCK, &ps, &old);
+		int q[2];
+		if (pipe(q) != 0)
+			return (void *)100L;
+		close(q[0]);
+		ssize_t n = write(q[1], "x", 1);
+		bad += !(n == -1 && errno_now() == EPIPE);
+		sigpending(&pend);
+		bad += !sigismember(&pend, SIGPIPE);
+		bad += sigtimedwait(&ps, NULL, &zero) != SIGPIPE;
+		sigpending(&pend);
+		bad += sigismember(&pend, SIGPIPE);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		close(q[1]);
+	}
+	return (void *)bad;
+}
+
+static void case_pipe_mixed(void)
+{
+	pthread_t sp[2], w[4];
+	flips_stop = 0;
+	for (int i = 0; i < 2; i++)
+		pthread_create(&sp[i], NULL, flip_spinner, NULL);
+	long bad = 0;
+	for (int r = 0; r < 20; r++) {
+		for (int i = 0; i < 4; i++)
+			pthread_create(&w[i], NULL, libpq_writer, NULL);
+		for (int i = 0; i < 4; i++) {
+			void *res;
+			pthread_join(w[i], &res);
+			bad += (long)res;
+		}
+	}
+	flips_stop = 1;
+	for (int i = 0; i < 2; i++)
+		pthread_join(sp[i], NULL);
+	say("pipe_mixed: blocked in the writing thread only, EPIPE and pending there", bad == 0);
+	/* and a thread that lets it through still dies of it */
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		pthread_t t;
+		pthread_create(&t, NULL, pipe_writer, NULL);
+		pthread_join(t, NULL);
+		_exit(0);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	say("pipe_mixed: a thread that lets it through dies of it",
+	    WIFSIGNALED(st) && WTERMSIG(st) == SIGPIPE);
+}
+
 /* ---- 1,000 readers, SIGALRM every millisecond -------------------------------------------- */
 
 #define NR 1000
@@ -929,6 +1054,8 @@ static const struct {
 	{ "kill_waitpid", case_kill_waitpid },
 	{ "tgkill", case_tgkill },
 	{ "masks", case_masks },
+	{ "pipe_flips", case_pipe_flips },
+	{ "pipe_mixed", case_pipe_mixed },
 	{ "storm", case_storm },
 	{ "sigwait", case_sigwait },
 	{ "sigwait_busy", case_sigwait_busy },
