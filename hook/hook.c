@@ -185,7 +185,7 @@ int io_begin(struct io *io, int fd, unsigned dir)
 		return IO_SYSCALL;
 	io->fd = fd;
 	io->mode = IO_POLL;
-	io->kind = f & (PD_SOCK | PD_NOWAIT | PD_WPOLL);
+	io->kind = f & (PD_SOCK | PD_NOWAIT | PD_WPOLL | PD_WCALL);
 	io->deadline = INT64_MIN;
 	io->expired = false;
 	io->r.d = d;
@@ -276,6 +276,39 @@ static long try_check(struct io *io, const struct sc *s)
 	return r;
 }
 
+/* A file whose writes refuse RWF_NOWAIT (EOPNOTSUPP) but never wait for
+ * room the way a pipe's do: an eventfd, whose write waits only while the
+ * counter would pass 0xfffffffffffffffe (eventfd(2)), which practically
+ * never happens.  Its writes are made as the program made them, under
+ * entersyscall: one system call instead of a poll and the call, and
+ * should one ever wait, sysmon hands the P on as for any blocking call.
+ * Not so for the other files that refuse RWF_NOWAIT writes: a named
+ * FIFO or a tty waits for room (full pipe buffer, a stopped terminal),
+ * so they keep the poll (PD_WPOLL).  The kind is the kernel's name for
+ * the file (fs/eventfd.c makes it "[eventfd]" on anon_inodefs); without
+ * /proc the answer is no: slower, still right. */
+static bool evfd_file(int fd)
+{
+	static const char want[] = "anon_inode:[eventfd]";
+	char path[48] = "/proc/thread-self/fd/", dig[12], buf[sizeof want];
+	size_t n = strlen(path), k = 0;
+	unsigned v = (unsigned)fd;
+	do
+		dig[k++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	while (k > 0)
+		path[n++] = dig[--k];
+	path[n] = 0;
+	long r = sys4(SYS_readlinkat, AT_FDCWD, path, buf, sizeof buf);
+	return r == (long)sizeof want - 1 && memcmp(buf, want, sizeof want - 1) == 0;
+}
+
+/* A write to a PD_WCALL file (above): the call itself. */
+static bool wcall(const struct io *io)
+{
+	return io->r.mask == PD_WRITE && (io->kind & PD_WCALL);
+}
+
 /* A read/write/readv/writev of 0 bytes.  The kernel answers it at once
  * on every file weft polls - read(2) asks the file (a socket's read_iter
  * returns 0, a timerfd or eventfd says EINVAL), readv/writev return 0
@@ -343,7 +376,7 @@ long io_try(struct io *io, const struct sc *s)
 {
 	bool done = false;
 	long r = 0;
-	if (zerolen(s) || (!(io->kind & PD_SOCK) && sockcall(s))) {
+	if (zerolen(s) || (!(io->kind & PD_SOCK) && sockcall(s)) || wcall(io)) {
 		/* the call itself, under entersyscall all the same */
 		blk_enter();
 		r = sc_do(s);
@@ -362,14 +395,26 @@ long io_try(struct io *io, const struct sc *s)
 			 * (named FIFO, tty, inotify) or for its writes only
 			 * (eventfd): poll first from now on, in that direction
 			 * only (an eventfd's reads keep asking the file, which
-			 * refuses a short read at once: fuzzer finding 11) */
-			uint32_t drop = io->r.mask == PD_WRITE ? PD_WPOLL : 0;
+			 * refuses a short read at once: fuzzer finding 11), or
+			 * for an eventfd's writes make the call (evfd_file).
+			 * Should the fd have been closed and reused meanwhile,
+			 * the new file gets a wrong hint: PD_WPOLL costs a
+			 * poll, PD_WCALL a blocked OS thread, never a result. */
+			uint32_t drop = 0;
+			if (io->r.mask == PD_WRITE)
+				drop = evfd_file(io->fd) ? PD_WCALL : PD_WPOLL;
 			if (drop)
 				atomic_fetch_or(&io->r.d->flags, drop);
 			else
 				atomic_fetch_and(&io->r.d->flags, ~(uint32_t)PD_NOWAIT);
 			io->kind = drop ? io->kind | drop : 0;
-			done = false;
+			if (drop == PD_WCALL) {
+				blk_enter();
+				r = sc_do(s);
+				blk_exit();
+			} else {
+				done = false;
+			}
 		}
 	}
 	return done ? r : try_check(io, s);
@@ -497,6 +542,8 @@ long io_all(struct io *io, struct sc *s, size_t len)
 		s->a[1] = (long)(buf + done);
 		s->a[2] = (long)(len - done);
 		long r = io_try(io, s);
+		if (r > 0 && (io->kind & PD_WCALL))
+			return (long)(done + (size_t)r); /* one call: an eventfd takes 8 of 16 */
 		if (r > 0) {
 			done += (size_t)r;
 			if (done >= len)
@@ -579,8 +626,8 @@ long io_allv(struct io *io, long nr, struct msghdr *msg, const struct iovec *iov
 				m.msg_controllen = m.msg_namelen = 0;
 			}
 			done += (size_t)r;
-			if (done >= total)
-				break;
+			if (done >= total || (io->kind & PD_WCALL))
+				break; /* PD_WCALL: one call, as io_all */
 			iov_skip(&v, &cnt, (size_t)r, own, 16, &owned, &heap);
 			continue;
 		}

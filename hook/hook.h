@@ -131,7 +131,7 @@ enum {
 struct io {
 	int fd;
 	int mode;           /* IO_POLL once io_begin says so */
-	uint32_t kind;      /* PD_SOCK, PD_NOWAIT (PD_WPOLL) or 0 (poll first): how to try */
+	uint32_t kind;      /* PD_SOCK, PD_NOWAIT (PD_WPOLL, PD_WCALL) or 0 (poll first): how to try */
 	int64_t deadline;   /* absolute, -1 none; INT64_MIN until the first wait */
 	bool expired;       /* the last io_wait ended at the deadline */
 	struct pollreq r;   /* r.mask is the direction */

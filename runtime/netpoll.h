@@ -56,6 +56,9 @@ enum {
 	PD_SOLE = 1 << 11,   /* made here (accept, socket), never dup'ed: see pd_closing */
 	PD_EPOLL = 1 << 12,  /* a program's epoll fd (hook/wait.c): registered only
 	                      * while a G may wait on it (pollfd_event) */
+	PD_WCALL = 1 << 13,  /* PD_NOWAIT, but a write is the call itself under
+	                      * entersyscall, one call, its answer the answer
+	                      * (an eventfd: it waits only at 2^64-2) */
 };
 /* A pollable file that is neither PD_SOCK nor PD_NOWAIT (the kernel
  * refuses RWF_NOWAIT for it: inotify, ttys, named FIFOs...) is tried by

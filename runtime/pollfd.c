@@ -258,8 +258,8 @@ void pd_reset(int fd, uint32_t flags)
 /* What a duplicate shares with its original: the file and its modes;
  * not the epoll registration, which is per fd number. */
 #define PD_SHARED                                                                          \
-	(PD_KNOWN | PD_SOCK | PD_NOWAIT | PD_WPOLL | PD_USERNB | PD_SYSCALL | PD_NOPOLL |  \
-	 PD_DRAINOK | PD_NODRAIN)
+	(PD_KNOWN | PD_SOCK | PD_NOWAIT | PD_WPOLL | PD_WCALL | PD_USERNB | PD_SYSCALL |   \
+	 PD_NOPOLL | PD_DRAINOK | PD_NODRAIN)
 
 void pd_dup(int oldfd, int newfd)
 {

@@ -6,6 +6,7 @@
  */
 #include "test_hook.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
@@ -13,6 +14,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 
 ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
@@ -380,6 +382,95 @@ G_TEST(hook_fd, regular_files, 20)
 	close(fd);
 	CHECK(unlink(path) == 0);
 	CHECK(open(path, O_RDONLY) == -1 && err() == ENOENT);
+	return 0;
+}
+
+/* ---- an eventfd write is the call itself ------------------------------------------ */
+
+struct evwriter {
+	int fd;
+	_Atomic int state; /* 0 not yet, 1 about to write, 2 returned */
+	ssize_t r;         /* write's result */
+	int e;             /* errno after it */
+};
+
+static void ev_write_one(void *arg)
+{
+	struct evwriter *w = arg;
+	uint64_t one = 1;
+	atomic_store(&w->state, 1);
+	errno = 4321; /* a write that succeeds leaves errno as it was */
+	w->r = write(w->fd, &one, 8);
+	w->e = err();
+	atomic_store(&w->state, 2);
+}
+
+/* Whether some thread of this process is inside write(fd, ...) in the
+ * kernel now (/proc/self/task/T/syscall: "1 0xFD ..."). */
+static bool in_kernel_write(int fd)
+{
+	char want[32], path[300], buf[128];
+	snprintf(want, sizeof want, "%d 0x%x ", SYS_write, fd);
+	DIR *dir = opendir("/proc/self/task");
+	CHECK(dir != NULL);
+	bool found = false;
+	for (struct dirent *de; dir && !found && (de = readdir(dir)) != NULL;) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof path, "/proc/self/task/%s/syscall", de->d_name);
+		int f = open(path, O_RDONLY);
+		if (f < 0)
+			continue; /* the thread is gone */
+		ssize_t n = read(f, buf, sizeof buf - 1);
+		close(f);
+		found = n > 0 && strncmp(buf, want, strlen(want)) == 0;
+	}
+	if (dir)
+		closedir(dir);
+	return found;
+}
+
+/* A write that would take the counter past 0xfffffffffffffffe waits in
+ * the kernel until a read drains it, natively.  Under weft it is the same
+ * call on the writer's OS thread (before: a poll, then the G parked, never
+ * in write), and on 1 P sysmon must hand the P on, or the reader (this G)
+ * never runs and the program hangs.  Same results as natively: the reader
+ * gets 0xfffffffffffffffe, the writer 8 with errno untouched, the counter
+ * then holds 1. */
+static void ev_overflow(int e)
+{
+	uint64_t v = 0xfffffffffffffffeULL;
+	CHECK(write(e, &v, 8) == 8); /* the most it holds */
+	struct evwriter w = { e, 0, 0, 0 };
+	weft_go(ev_write_one, &w);
+	bool inside = false;
+	for (int i = 0; i < 5000 * test_slow() && !inside && atomic_load(&w.state) < 2; i++) {
+		weft_sleep(1000000);
+		inside = in_kernel_write(e);
+	}
+	CHECK(inside);
+	CHECK(atomic_load(&w.state) == 1); /* still waiting */
+	v = 0;
+	CHECK(read(e, &v, 8) == 8 && v == 0xfffffffffffffffeULL);
+	for (int i = 0; i < 5000 * test_slow() && atomic_load(&w.state) < 2; i++)
+		weft_sleep(1000000);
+	CHECK(atomic_load(&w.state) == 2);
+	CHECK(w.r == 8 && w.e == 4321);
+	CHECK(read(e, &v, 8) == 8 && v == 1);
+}
+
+G_TEST(hook_fd, eventfd_write_waits_in_kernel_till_drained, 30)
+{
+	(void)argc, (void)argv;
+	int e = eventfd(0, 0);
+	CHECK(e >= 0);
+	ev_overflow(e);
+	/* one weft learns by its first write's EOPNOTSUPP */
+	int raw = (int)syscall(SYS_eventfd2, 0, 0);
+	CHECK(raw >= 0);
+	ev_overflow(raw);
+	close(raw);
+	close(e);
 	return 0;
 }
 

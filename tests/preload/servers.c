@@ -13,13 +13,20 @@
  *           accepted fd is dup'ed: a read parked on the original, close
  *           it, a read on the dup still gets the client's next byte.
  *           The program makes no epoll call itself.
+ *   servers evfd - like nginx's thread pool telling its event loop a
+ *           task is done: a write of 1 to a blocking eventfd, ROUNDS
+ *           times, to one made by eventfd(), one made by a raw system
+ *           call, and a dup of the first; then the counters read back.
+ *           The program makes no poll itself.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <netinet/in.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 
 #include "check.h"
 
@@ -115,6 +122,25 @@ static void case_closes(void)
 	printf("closes: %d rounds\n", ROUNDS);
 }
 
+static void case_evfd(void)
+{
+	int fds[3];
+	fds[0] = eventfd(0, 0);
+	fds[1] = (int)syscall(SYS_eventfd2, 0, 0);
+	CHECK(fds[0] >= 0 && fds[1] >= 0);
+	fds[2] = dup(fds[0]);
+	CHECK(fds[2] >= 0);
+	uint64_t one = 1, v = 0;
+	for (int i = 0; i < ROUNDS; i++)
+		for (int k = 0; k < 3; k++)
+			CHECK(write(fds[k], &one, 8) == 8);
+	CHECK(read(fds[2], &v, 8) == 8 && v == 2 * ROUNDS);
+	CHECK(read(fds[1], &v, 8) == 8 && v == ROUNDS);
+	for (int k = 0; k < 3; k++)
+		close(fds[k]);
+	printf("evfd: %d rounds\n", ROUNDS);
+}
+
 /* The case runs on a thread of its own: a program that never makes one
  * never starts weft's runtime (docs/preload.md). */
 static void *run(void *arg)
@@ -124,6 +150,8 @@ static void *run(void *arg)
 		case_nbhints();
 	else if (strcmp(name, "closes") == 0)
 		case_closes();
+	else if (strcmp(name, "evfd") == 0)
+		case_evfd();
 	else
 		FAIL("no case %s", name);
 	return NULL;
