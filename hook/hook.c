@@ -49,6 +49,12 @@ void blk_enter_long(void)
 void blk_exit(void)
 {
 	int e = errno_get();
+	/* a write that failed here (a file past RLIMIT_FSIZE, a pipe with no
+	 * reader) left its SIGXFSZ / SIGPIPE pending on this OS thread if
+	 * the G blocks it: the G's.  errno may be an older call's: then the
+	 * shim finds nothing pending, or one of this G's all the same */
+	if (sigerr_e(e))
+		hook_sigerr(e);
 	exitsyscall();
 	/* as the kernel on the way back from a call: the handlers of the
 	 * signals sent to this G meanwhile (the preload shim's; a call a
