@@ -565,9 +565,9 @@ static void *mstart(void *arg)
 	m->errnop = &errno;
 	m->fsbase = m->fscur = tls_current();
 	tls_mstart(m); /* its GS base, before any G's block is loaded here */
-	void (*started)(struct m *) = __atomic_load_n(&rt_mstarted, __ATOMIC_RELAXED);
+	void (*started)(void) = __atomic_load_n(&rt_mstarted, __ATOMIC_RELAXED);
 	if (started)
-		started(m);
+		started();
 	/* seq_cst, then dump_mstart: a dump either stops this M or is
 	 * waited for (dump.c) */
 	atomic_store(&m->tid, (int)sys_gettid());
@@ -1003,7 +1003,7 @@ static void stackwait_run(void)
 }
 
 _Atomic uint64_t rt_sigkbits;
-void (*rt_mstarted)(struct m *m);
+void (*rt_mstarted)(void);
 void (*rt_sigkswitch)(struct m *m, uint64_t want);
 
 /* rt_sigkbits set, to about to run on m: its blocked per-G signals into

@@ -234,9 +234,9 @@ struct g {
  * rt_sigkswitch(m, want), which makes the kernel mask and m->sigk want. */
 extern _Atomic uint64_t rt_sigkbits;
 extern void (*rt_sigkswitch)(struct m *m, uint64_t want);
-/* Called first by every new M on its own thread (the shim: its own mask
- * and m->sigk, not its creator's).  NULL: nothing. */
-extern void (*rt_mstarted)(struct m *m);
+/* Called first by every new M on its own thread (the shim: its mask for
+ * sigk 0, not its creator's).  NULL: nothing. */
+extern void (*rt_mstarted)(void);
 
 /* ---- a G's CPU-time clock (cpuclock.c) ---------------------------------- */
 

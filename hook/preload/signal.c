@@ -153,12 +153,11 @@ static void rt_mask(sigset_t *m, uint64_t k)
 			sigaddset(m, s);
 }
 
-/* What this thread runs with (an M: its sigk; another runtime thread,
- * which never runs a G, blocks them all: kbits()). */
+/* What this thread runs with (an M: its sigk). */
 static void m_mask(sigset_t *m)
 {
 	struct m *mp = getm();
-	rt_mask(m, mp ? atomic_load_explicit(&mp->sigk, memory_order_relaxed) : kbits());
+	rt_mask(m, mp ? atomic_load_explicit(&mp->sigk, memory_order_relaxed) : 0);
 }
 
 /* What the signal thread runs with: P and H (handlers run on Gs, if the
@@ -362,20 +361,13 @@ static void sig_err(int e)
 
 /* ---- runtime threads ----------------------------------------------------------- */
 
-/* A new M (rt_mstarted): until it runs a program's G it blocks kbits(),
- * as every runtime thread that runs none does (sig_rt_create, m_mask):
- * one sent to the process while every G blocks it must wait for the
- * process, as natively, not kill it through a thread with no G (a
- * process signal goes to any thread that lets it through); when some G
- * lets it through, so does the signal thread, which takes it.  Its first
- * switch to a G that lets one through unblocks it (sigk_switch).  sigk
- * first: a SIGWEFT handler here meanwhile sets the same mask. */
-static void m_started(struct m *mp)
+/* A new M (rt_mstarted), sigk 0: its mask is rt_mask(0), not its
+ * creator's kbits().  Nothing is pending on a new thread, and a SIGWEFT
+ * handler here meanwhile sets the same mask. */
+static void m_started(void)
 {
-	atomic_store_explicit(&mp->sigk, kbits(), memory_order_relaxed);
-	atomic_signal_fence(memory_order_seq_cst);
 	sigset_t m;
-	rt_mask(&m, kbits());
+	rt_mask(&m, 0);
 	REAL(pthread_sigmask)(SIG_SETMASK, &m, NULL);
 }
 
@@ -387,9 +379,10 @@ int sig_rt_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), vo
 	REAL(pthread_sigmask)(SIG_SETMASK, NULL, &old);
 	if (sigismember(&old, SIGWEFT))
 		want = old; /* the dumper, made with everything blocked: so be it */
-	else /* never let kbits() through here meanwhile (one may be pending
-	      * for a G that blocks it), nor on the new thread (m_started) */
-		rt_mask(&want, kbits());
+	else /* never let this thread's kbits() through meanwhile: one may
+	      * be pending here (a G's that blocks it); a new M sets its own
+	      * (m_started) */
+		rt_mask(&want, tobits(&old));
 	/* an exec under way kills every other thread and makes clone fail
 	 * meanwhile: wait for it to fail or succeed (then we are gone) */
 	while (atomic_load(&sig_execing))
@@ -706,15 +699,10 @@ void sig_start(void)
 	st_mask(&m);
 	REAL(pthread_sigmask)(SIG_SETMASK, &m, NULL);
 	atomic_store(&sigtid, gettid_());
-	/* Ms made before now (runtime start) got P: give them theirs, kbits()
-	 * blocked as sig_rt_create and m_started make them, sigk to say so
-	 * (also on one still starting: no switch reads it before
-	 * rt_sigkbits is set below) */
-	for (struct m *mp = atomic_load(&allm); mp; mp = mp->alllink) {
-		atomic_store_explicit(&mp->sigk, kbits(), memory_order_relaxed);
+	/* Ms made before now (runtime start) got P: give them theirs */
+	for (struct m *mp = atomic_load(&allm); mp; mp = mp->alllink)
 		if (mp->tid)
 			tell(mp->tid);
-	}
 	watcher_start();
 	router_start();
 	/* and H, now that the router reads it: handlers installed before
