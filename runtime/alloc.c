@@ -199,9 +199,15 @@ const char *malloc_conf = "tcache:false";
 
 void *rtalloc(size_t size)
 {
+	return rtalloc_aligned(size, 0);
+}
+
+void *rtalloc_aligned(size_t size, size_t align)
+{
 	struct m *m = getm();
 	uintptr_t fs = je_enter(m);
-	void *p = mallocx(size ? size : 1, allocflags(m) | MALLOCX_ZERO);
+	int flags = allocflags(m) | MALLOCX_ZERO | (align ? MALLOCX_ALIGN(align) : 0);
+	void *p = mallocx(size ? size : 1, flags);
 	je_leave(m, fs);
 	/* on the G's own TLS again; not from a scheduler context, which may
 	 * have kept a block whose G runs on another M (tls.c, g0keep) */

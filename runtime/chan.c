@@ -88,12 +88,16 @@ struct weft_chan {
 	uint32_t closed;   /* 0 or 1, set under lock (and the tail mark bit) */
 	struct wq recvq;
 	struct wq sendq;
-	char pad1[64];
-	_Atomic uint64_t head; /* next slot to read (lap | index); receivers' line */
-	char pad2[64];
-	_Atomic uint64_t tail; /* next slot to write (lap | mark | index); senders' line */
-	char pad3[64];
+	/* each on a cache line of its own, and the ring after them starts on
+	 * one (the channel is allocated 64-aligned): a 16-byte slot never
+	 * straddles two lines, which the receiver and the sender would then
+	 * both write (an 8-byte shift of the ring cost chan_buffered a
+	 * quarter of its throughput) */
+	_Alignas(64) _Atomic uint64_t head; /* next slot to read (lap | index); receivers' line */
+	_Alignas(64) _Atomic uint64_t tail; /* next slot to write (lap | mark | index); senders' line */
+	_Alignas(64) char ring[]; /* the slots (cap > 0) */
 };
+_Static_assert(sizeof(struct weft_chan) % 64 == 0, "the ring starts on a cache line");
 
 struct slot {
 	_Atomic uint64_t stamp;
@@ -765,7 +769,7 @@ weft_chan_t *weft_chan_make(size_t elem_size, size_t cap)
 		return NULL;
 	}
 	rt_enter(); /* the P's allocation cache, on a G */
-	struct weft_chan *c = rtalloc(sizeof *c + (cap ? cap * slotsize : 0));
+	struct weft_chan *c = rtalloc_aligned(sizeof *c + (cap ? cap * slotsize : 0), 64);
 	rt_leave();
 	if (!c) {
 		errno = ENOMEM;
@@ -776,7 +780,7 @@ weft_chan_t *weft_chan_make(size_t elem_size, size_t cap)
 	c->cap = cap;
 	if (cap) {
 		c->slotsize = slotsize;
-		c->slots = (char *)(c + 1);
+		c->slots = c->ring;
 		uint64_t p = 1;
 		while (p < (uint64_t)cap + 1)
 			p <<= 1;

@@ -746,6 +746,7 @@ void sysmon_wake(void);
 /* ---- alloc.c ------------------------------------------------------------ */
 
 void *rtalloc(size_t size);              /* zeroed; NULL on ENOMEM */
+void *rtalloc_aligned(size_t size, size_t align); /* the same, align (a power of two) */
 void rtfree(void *ptr);
 unsigned rt_tcache_create(void);
 void allocinit(void);

@@ -666,21 +666,23 @@ static void *flip_spinner(void *arg)
 	return NULL;
 }
 
-static void case_pipe_flips(void)
+/* rounds times four threads of fn, joined, beside two threads that
+ * compute; before each round, if flip, main lets it through and blocks it
+ * again.  The sum of what the four return. */
+static long writers_beside_spinners(int rounds, void *(*fn)(void *), const sigset_t *flip)
 {
-	sigset_t ps;
-	sigemptyset(&ps);
-	sigaddset(&ps, SIGPIPE);
-	sigprocmask(SIG_BLOCK, &ps, NULL);
 	pthread_t sp[2], w[4];
+	flips_stop = 0;
 	for (int i = 0; i < 2; i++)
 		pthread_create(&sp[i], NULL, flip_spinner, NULL);
 	long bad = 0;
-	for (int r = 0; r < FLIP_ROUNDS; r++) {
-		sigprocmask(SIG_UNBLOCK, &ps, NULL);
-		sigprocmask(SIG_BLOCK, &ps, NULL);
+	for (int r = 0; r < rounds; r++) {
+		if (flip) {
+			sigprocmask(SIG_UNBLOCK, flip, NULL);
+			sigprocmask(SIG_BLOCK, flip, NULL);
+		}
 		for (int i = 0; i < 4; i++)
-			pthread_create(&w[i], NULL, pipe_writer, NULL);
+			pthread_create(&w[i], NULL, fn, NULL);
 		for (int i = 0; i < 4; i++) {
 			void *res;
 			pthread_join(w[i], &res);
@@ -690,6 +692,16 @@ static void case_pipe_flips(void)
 	flips_stop = 1;
 	for (int i = 0; i < 2; i++)
 		pthread_join(sp[i], NULL);
+	return bad;
+}
+
+static void case_pipe_flips(void)
+{
+	sigset_t ps;
+	sigemptyset(&ps);
+	sigaddset(&ps, SIGPIPE);
+	sigprocmask(SIG_BLOCK, &ps, NULL);
+	long bad = writers_beside_spinners(FLIP_ROUNDS, pipe_writer, &ps);
 	say("pipe_flips: every write to a broken pipe fails with EPIPE", bad == 0);
 }
 
@@ -727,23 +739,7 @@ static void *libpq_writer(void *arg)
 
 static void case_pipe_mixed(void)
 {
-	pthread_t sp[2], w[4];
-	flips_stop = 0;
-	for (int i = 0; i < 2; i++)
-		pthread_create(&sp[i], NULL, flip_spinner, NULL);
-	long bad = 0;
-	for (int r = 0; r < 20; r++) {
-		for (int i = 0; i < 4; i++)
-			pthread_create(&w[i], NULL, libpq_writer, NULL);
-		for (int i = 0; i < 4; i++) {
-			void *res;
-			pthread_join(w[i], &res);
-			bad += (long)res;
-		}
-	}
-	flips_stop = 1;
-	for (int i = 0; i < 2; i++)
-		pthread_join(sp[i], NULL);
+	long bad = writers_beside_spinners(20, libpq_writer, NULL);
 	say("pipe_mixed: blocked in the writing thread only, EPIPE and pending there", bad == 0);
 	/* and a thread that lets it through still dies of it */
 	fflush(stdout);
