@@ -807,23 +807,7 @@ static void *nb_writer(void *arg)
 /* pipe_mixed with a non-blocking pipe and a sleep after the write */
 static void case_pipe_nb(void)
 {
-	pthread_t sp[2], w[4];
-	flips_stop = 0;
-	for (int i = 0; i < 2; i++)
-		pthread_create(&sp[i], NULL, flip_spinner, NULL);
-	long bad = 0;
-	for (int r = 0; r < 5; r++) {
-		for (int i = 0; i < 4; i++)
-			pthread_create(&w[i], NULL, nb_writer, NULL);
-		for (int i = 0; i < 4; i++) {
-			void *res;
-			pthread_join(w[i], &res);
-			bad += (long)res;
-		}
-	}
-	flips_stop = 1;
-	for (int i = 0; i < 2; i++)
-		pthread_join(sp[i], NULL);
+	long bad = writers_beside_spinners(5, nb_writer, NULL);
 	say("pipe_nb: a non-blocking pipe's EPIPE, SIGPIPE pending on the writer after a sleep",
 	    bad == 0);
 }
@@ -849,29 +833,13 @@ static void case_pipe_allblock(void)
 	sigemptyset(&ps);
 	sigaddset(&ps, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &ps, &old);
-	pthread_t sp[2], w[4];
-	flips_stop = 0;
-	for (int i = 0; i < 2; i++)
-		pthread_create(&sp[i], NULL, flip_spinner, NULL);
-	long bad = 0;
-	for (int r = 0; r < 5; r++) {
-		for (int i = 0; i < 4; i++)
-			pthread_create(&w[i], NULL, allblock_writer, NULL);
-		for (int i = 0; i < 4; i++) {
-			void *res;
-			pthread_join(w[i], &res);
-			bad += (long)res;
-		}
-	}
+	long bad = writers_beside_spinners(5, allblock_writer, NULL);
 	say("pipe_allblock: every thread blocks it, pending on the writer alone", bad == 0);
 	kill(getpid(), SIGPIPE);
 	sigpending(&pend);
 	struct timespec sec = { 5, 0 };
 	bool took = sigismember(&pend, SIGPIPE) && sigtimedwait(&ps, NULL, &sec) == SIGPIPE;
 	say("pipe_allblock: kill to the process: pending, sigtimedwait takes it", took);
-	flips_stop = 1;
-	for (int i = 0; i < 2; i++)
-		pthread_join(sp[i], NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
@@ -918,23 +886,7 @@ static void case_xfsz(void)
 		say("xfsz: RLIMIT_FSIZE", false);
 		return;
 	}
-	pthread_t sp[2], w[4];
-	flips_stop = 0;
-	for (int i = 0; i < 2; i++)
-		pthread_create(&sp[i], NULL, flip_spinner, NULL);
-	long bad = 0;
-	for (int r = 0; r < 3; r++) {
-		for (int i = 0; i < 4; i++)
-			pthread_create(&w[i], NULL, xfsz_writer, NULL);
-		for (int i = 0; i < 4; i++) {
-			void *res;
-			pthread_join(w[i], &res);
-			bad += (long)res;
-		}
-	}
-	flips_stop = 1;
-	for (int i = 0; i < 2; i++)
-		pthread_join(sp[i], NULL);
+	long bad = writers_beside_spinners(3, xfsz_writer, NULL);
 	say("xfsz: EFBIG past RLIMIT_FSIZE, SIGXFSZ pending on the writer, sigtimedwait takes it",
 	    bad == 0);
 	fflush(stdout);
