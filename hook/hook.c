@@ -36,19 +36,46 @@ STARTUP_TEXT void *hook_resolve(void *_Atomic *slot, const char *name)
 
 /* ---- blocking calls ------------------------------------------------------ */
 
+/* The preload shim's: errno before the call, which runs with errno 0
+ * so that blk_exit sees what the call itself set (an EPIPE left by an
+ * older call must not cost a look at this thread's pending signals on
+ * every blocking call after it).  The G stays on this OS thread from
+ * blk_enter to blk_exit. */
+static __thread int blk_errno;
+
+static inline void blk_save(void)
+{
+	if (hook_sigerr) {
+		blk_errno = errno_get();
+		errno_set(0);
+	}
+}
+
 void blk_enter(void)
 {
+	blk_save();
 	entersyscall();
 }
 
 void blk_enter_long(void)
 {
+	blk_save();
 	entersyscallblock();
 }
 
 void blk_exit(void)
 {
 	int e = errno_get();
+	if (hook_sigerr) {
+		if (e == 0) /* the call set none: the caller's errno as it was */
+			errno_set(e = blk_errno);
+		else if (sigerr_e(e))
+			/* a write that failed here (a file past RLIMIT_FSIZE,
+			 * a pipe with no reader) left its SIGXFSZ / SIGPIPE
+			 * pending on this OS thread if the G blocks it: the
+			 * G's, before exitsyscall may move the G elsewhere */
+			hook_sigerr(e);
+	}
 	exitsyscall();
 	/* as the kernel on the way back from a call: the handlers of the
 	 * signals sent to this G meanwhile (the preload shim's; a call a
@@ -272,6 +299,8 @@ static long try_check(struct io *io, const struct sc *s)
 		return -EAGAIN;
 	blk_enter();
 	r = sc_do(s);
+	if (unlikely(r == -EPIPE || r == -EFBIG) && hook_sigerr)
+		hook_sigerr((int)-r); /* on this OS thread (blk_exit) */
 	blk_exit();
 	return r;
 }

@@ -64,19 +64,39 @@ static inline void errno_set(int e)
 	rt_seterrno(e);
 }
 
-/* A raw result (value or -errno) as libc returns it. */
 /* The preload shim's: a call failed with EPIPE or EFBIG, whose signal
  * the kernel may have left pending on this OS thread for a G that blocks
- * it (signal.c sig_err).  NULL linked. */
+ * it (signal.c sig_err).  NULL linked.  Every hooked call that can fail
+ * so tells it, on the OS thread that made the call: sysret, blk_exit
+ * (by errno) and IO_SIMPLE's IO_PASS (errsig). */
 extern void (*hook_sigerr)(int e) HIDDEN;
 
+static inline bool sigerr_e(int e)
+{
+	return unlikely(e == EPIPE || e == EFBIG) && hook_sigerr;
+}
+
+/* A raw result (value or -errno) as libc returns it. */
 static inline long sysret(long r)
 {
 	if (r < 0 && r > -4096) {
-		if (unlikely(r == -EPIPE || r == -EFBIG) && hook_sigerr)
+		if (sigerr_e((int)-r))
 			hook_sigerr((int)-r);
 		errno_set((int)-r);
 		return -1;
+	}
+	return r;
+}
+
+/* A libc result (-1 and errno): tell hook_sigerr of EPIPE / EFBIG. */
+static inline long errsig(long r)
+{
+	if (unlikely(r == -1)) {
+		int e = errno_get();
+		if (sigerr_e(e)) {
+			hook_sigerr(e);
+			errno_set(e);
+		}
 	}
 	return r;
 }
@@ -189,7 +209,7 @@ long io_allv(struct io *io, long nr, struct msghdr *msg, const struct iovec *iov
 	do {                                                    \
 		switch (mode) {                                 \
 		case IO_PASS:                                   \
-			return call;                            \
+			return (__typeof__(call))errsig(call);  \
 		case IO_SYSCALL:                                \
 			return BLOCKING(true, call);            \
 		case IO_BADF:                                   \

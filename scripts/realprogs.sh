@@ -68,8 +68,9 @@ cmd[perl-threads]='perl '"$rd"'/threads.pl 32'
 cmd[postgres]=''"$rd"'/pg.sh'
 cmd[nginx]=''"$rd"'/nginx.sh'
 cmd[ruby-threads]='ruby '"$rd"'/threads.rb'
+cmd[sigpipe]='bash '"$rd"'/sigpipe.sh'
 
-cases=${*:-xz zstd pigz pbzip2 sort git make gcc-lto ld-gold python java java-echo java-blocking jshell node-pool node-http perl-threads postgres nginx ruby-threads}
+cases=${*:-xz zstd pigz pbzip2 sort git make gcc-lto ld-gold python java java-echo java-blocking jshell node-pool node-http perl-threads postgres nginx ruby-threads sigpipe}
 # the data only for the cases that read it
 for c in $cases; do
 	case $c in xz | zstd | pigz | pbzip2 | sort | git | make | ld-gold) data; break ;; esac

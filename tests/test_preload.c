@@ -330,6 +330,22 @@ SIGINTR(pipe_flips)
  * the rest: EPIPE, pending on that thread, taken by its sigtimedwait; a
  * thread that lets it through dies of it (signal.c sigkswitch) */
 SIGINTR(pipe_mixed)
+/* the same through a non-blocking pipe (the real call straight through)
+ * with a sleep after the write (the thread may change OS thread): still
+ * pending on the writer (hook.h errsig, signal.c sig_err) */
+SIGINTR(pipe_nb)
+/* every thread blocks SIGPIPE: a write's is still the writer's alone
+ * (signal.c take_mine: the thread's own pending first), a kill's the
+ * process's */
+SIGINTR(pipe_allblock)
+/* SIGXFSZ past RLIMIT_FSIZE: EFBIG, pending on the writer that blocks
+ * it, taken by sigtimedwait; one that lets it through dies of it (a
+ * file's write runs under entersyscall: hook.c blk_exit) */
+SIGINTR(xfsz)
+/* a handler with SIGPIPE in sa_mask: its write fails with EPIPE, not
+ * killed; after it returns (or siglongjmp) SIGPIPE kills again (signal.c
+ * run_one, jump_out: sigk_self) */
+SIGINTR(handler_mask)
 SIGINTR(storm)
 SIGINTR(cancel)
 /* one thread in sigwait beside 10,000 busy ones */

@@ -259,22 +259,37 @@ static void kick(int tid)
  * it) belongs to that G: a hooked call that fails with EPIPE / EFBIG
  * hands it over at once (sig_err), pending on the G as on a thread.  One
  * caused through a path weft does not see is still pending when the M
- * next unblocks it: dropped then, as a thread's pending signals are when
- * it ends, rather than acted on for a G that never caused it. */
+ * next unblocks it: the G's if that G itself lets it through (sigk_self),
+ * dropped if the M switches to another G that does, as a thread's
+ * pending signals are when it ends, rather than acted on for a G that
+ * never caused it.  A handler's sa_mask (g->sighold) counts as the G's
+ * mask (run_one, jump_out). */
 
-/* A thread-directed s pending on this thread, taken (to *si if not NULL).
- * With s not in P some G lets s through and so does the signal thread,
- * which takes a process-directed s at once: one pending is this thread's. */
+/* The s the kernel sent this thread for its own call, pending here,
+ * taken (to *si if not NULL).  The kernel sends a write's SIGPIPE and
+ * SIGXFSZ as if this process had (send_sig: SI_USER, our pid), and its
+ * sigtimedwait takes the thread's own pending signals before the
+ * process's; one from another process it took instead (kill: every G
+ * blocks s, so it waits for the process) goes back where it was, pending
+ * for the process with its siginfo (to our own pid, rt_sigqueueinfo may
+ * carry any si_code). */
 static bool take_mine(int s, siginfo_t *si)
 {
 	uint64_t pend = 0;
-	if (sys3(SYS_rt_sigpending, &pend, 8, 0) != 0 || !(pend & sigbit(s)) ||
-	    (atomic_load_explicit(&pbits, memory_order_relaxed) & sigbit(s)))
+	if (sys3(SYS_rt_sigpending, &pend, 8, 0) != 0 || !(pend & sigbit(s)))
 		return false;
 	uint64_t set = sigbit(s);
 	struct timespec zero = { 0, 0 };
 	siginfo_t tmp;
-	return sys4(SYS_rt_sigtimedwait, &set, si ? si : &tmp, &zero, 8) == s;
+	if (!si)
+		si = &tmp;
+	if (sys4(SYS_rt_sigtimedwait, &set, si, &zero, 8) != s)
+		return false;
+	long pid = sys3(SYS_getpid, 0, 0, 0);
+	if (si->si_code == SI_USER && si->si_pid == pid)
+		return true;
+	(void)sys3(SYS_rt_sigqueueinfo, pid, s, si);
+	return false;
 }
 
 /* m's kernel mask and m->sigk become want (of kbits()); on m's thread. */
@@ -297,35 +312,50 @@ static void sigkswitch(struct m *m, uint64_t want)
 		(void)sys4(SYS_rt_sigprocmask, SIG_UNBLOCK, &off, NULL, 8);
 }
 
-/* The running G's mask changed: its M's kernel mask follows at once (no
- * preemption meanwhile: the mask is this thread's). */
+static bool deliver(struct g *gp, int s, const siginfo_t *si, bool thr);
+
+/* The running G's mask changed (its own call, a handler's sa_mask on and
+ * off: run_one, jump_out): its M's kernel mask follows at once (no
+ * preemption meanwhile: the mask is this thread's).  What it lets
+ * through now that is pending on this thread was left by a call of its
+ * own that weft did not see (a raw system call): as a thread's, the G's,
+ * acted on by the caller as any pending signal it unblocks (setp), not
+ * dropped as sigkswitch drops another G's. */
 static void sigk_self(struct g *gp)
 {
 	if (!gp->sigon)
 		return;
 	struct m *m = rt_enter();
 	uint64_t want = (atomic_load(&gp->sigmask) | atomic_load(&gp->sighold)) & kbits();
-	if (want != atomic_load_explicit(&m->sigk, memory_order_relaxed))
+	uint64_t have = atomic_load_explicit(&m->sigk, memory_order_relaxed);
+	for (uint64_t b = have & ~want; b; b &= b - 1) {
+		int s = __builtin_ctzll(b) + 1;
+		siginfo_t si;
+		if (take_mine(s, &si))
+			deliver(gp, s, &si, true);
+	}
+	if (want != have)
 		sigkswitch(m, want);
 	rt_leave();
 }
 
-static bool deliver(struct g *gp, int s, const siginfo_t *si, bool thr);
-
-/* A hooked call failed with e (hook.h sysret): EPIPE's SIGPIPE, EFBIG's
- * SIGXFSZ, if the G blocks it, is pending on this thread: the G's now. */
+/* A hooked call failed with e (hook.h hook_sigerr: sysret, errsig, and
+ * blk_exit before exitsyscall, which may move the G to another M):
+ * EPIPE's SIGPIPE, EFBIG's SIGXFSZ, if the G blocks it, is pending on
+ * this thread: the G's now.  No rt_enter (blk_exit calls this in the
+ * G's system call): the shim's own code is never stopped (sigasync.c)
+ * and nothing here switches, so the M stays; deliver to the running G
+ * only sets its bits. */
 static void sig_err(int e)
 {
 	int s = e == EPIPE ? SIGPIPE : SIGXFSZ;
 	struct g *gp = getg();
-	if (!active || !gp || !gp->sigon)
+	struct m *m = getm();
+	if (!active || !gp || !m || !gp->sigon ||
+	    !(atomic_load_explicit(&m->sigk, memory_order_relaxed) & sigbit(s)))
 		return;
-	struct m *m = rt_enter();
 	siginfo_t si;
-	bool mine = (atomic_load_explicit(&m->sigk, memory_order_relaxed) & sigbit(s)) &&
-		    take_mine(s, &si);
-	rt_leave();
-	if (mine)
+	if (take_mine(s, &si))
 		deliver(gp, s, &si, true);
 }
 
@@ -1053,8 +1083,11 @@ static int run_one(int s, const siginfo_t *sip, _Atomic uint64_t *hold, uint64_t
 	}
 	uint64_t was = hold ? atomic_load(hold) : 0;
 	uint64_t add = tobits(&sa.sa_mask) | ((sa.sa_flags & SA_NODEFER) ? 0 : sigbit(s));
-	if (hold)
+	if (hold) {
 		atomic_store(hold, was | (add & ~unblockable()));
+		if (add & kbits()) /* its M's kernel mask too */
+			sigk_self(getg());
+	}
 	if (sa.sa_flags & SA_RESETHAND) {
 		struct sigaction dfl;
 		memset(&dfl, 0, sizeof dfl);
@@ -1070,9 +1103,12 @@ static int run_one(int s, const siginfo_t *sip, _Atomic uint64_t *hold, uint64_t
 		sa.sa_sigaction(s, &si, &uc);
 	else
 		sa.sa_handler(s);
-	errno_set(e);
-	if (hold)
+	if (hold) {
 		atomic_store(hold, was);
+		if (add & kbits())
+			sigk_self(getg());
+	}
+	errno_set(e);
 	return sa.sa_flags;
 }
 
@@ -1787,6 +1823,10 @@ static void jump_out(struct __jmp_buf_tag *env)
 	if (!hold)
 		return;
 	atomic_store(&gp->sighold, 0);
+	/* its M's kernel mask (setp below changes nothing then): what the
+	 * handler held is let through again */
+	if (env->__mask_was_saved && (hold & kbits()))
+		sigk_self(gp);
 	sigset_t s;
 	frombits(env->__mask_was_saved ? 0 : hold, &s);
 	setp(SIG_BLOCK, &s, NULL); /* runs what is let through now */

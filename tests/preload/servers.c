@@ -18,10 +18,18 @@
  *           times, to one made by eventfd(), one made by a raw system
  *           call, and a dup of the first; then the counters read back.
  *           The program makes no poll itself.
+ *   servers staleepipe - with SIGPIPE blocked, one write to a pipe with
+ *           no reader (EPIPE, its SIGPIPE taken with sigtimedwait), then
+ *           ROUNDS pwrites to a file that succeed: errno is still EPIPE
+ *           after each, as glibc leaves it.  The program makes no
+ *           rt_sigpending itself.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <netinet/in.h>
 #include <sys/eventfd.h>
@@ -141,6 +149,35 @@ static void case_evfd(void)
 	printf("evfd: %d rounds\n", ROUNDS);
 }
 
+static void case_staleepipe(void)
+{
+	sigset_t ps;
+	sigemptyset(&ps);
+	sigaddset(&ps, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &ps, NULL);
+	int q[2];
+	if (pipe(q) != 0)
+		FAIL("pipe");
+	close(q[0]);
+	if (write(q[1], "x", 1) != -1 || errno_now() != EPIPE)
+		FAIL("write to a pipe with no reader: not EPIPE");
+	struct timespec zero = { 0, 0 };
+	if (sigtimedwait(&ps, NULL, &zero) != SIGPIPE)
+		FAIL("no SIGPIPE pending");
+	char path[] = "/tmp/servers-staleepipe-XXXXXX";
+	int fd = mkstemp(path);
+	if (fd < 0)
+		FAIL("mkstemp");
+	unlink(path);
+	errno = EPIPE;
+	for (int i = 0; i < ROUNDS; i++)
+		if (pwrite(fd, "x", 1, i) != 1 || errno_now() != EPIPE)
+			FAIL("pwrite %d: errno %d, not EPIPE as before it", i, errno_now());
+	close(fd);
+	close(q[1]);
+	printf("staleepipe: %d rounds\n", ROUNDS);
+}
+
 /* The case runs on a thread of its own: a program that never makes one
  * never starts weft's runtime (docs/preload.md). */
 static void *run(void *arg)
@@ -152,6 +189,8 @@ static void *run(void *arg)
 		case_closes();
 	else if (strcmp(name, "evfd") == 0)
 		case_evfd();
+	else if (strcmp(name, "staleepipe") == 0)
+		case_staleepipe();
 	else
 		FAIL("no case %s", name);
 	return NULL;

@@ -6,7 +6,8 @@
  * sigintr CASE: prints one line per check ("ok ..." or "FAIL ...") and
  * exits 0 if all held.  Cases: read, accept, poll, sleep, nanosleep,
  * sem, compute, spin, spin_libc, alarm_spin, longjmp, restart, kill_accept,
- * kill_tls, kill_waitpid, tgkill, masks, storm, sigwait, sigwait_busy, cancel.
+ * kill_tls, kill_waitpid, tgkill, masks, pipe_flips, pipe_mixed, pipe_nb,
+ * pipe_allblock, xfsz, handler_mask, storm, sigwait, sigwait_busy, cancel.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -16,9 +17,12 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -752,6 +756,258 @@ static void case_pipe_mixed(void)
 	    WIFSIGNALED(st) && WTERMSIG(st) == SIGPIPE);
 }
 
+/* ---- SIGPIPE / SIGXFSZ pending on the thread whose call failed ------------------------------ */
+
+/* n times: block s in this thread, fail() (the write that sends it),
+ * then sleep a little (under weft the thread may go to another OS
+ * thread, and its old one run a thread that lets s through), then s is
+ * pending (sigpending) and sigtimedwait takes it; the mask back.  The
+ * number of checks that did not hold. */
+static long pending_rounds(int s, int n, bool (*fail)(void))
+{
+	long bad = 0;
+	sigset_t ss, old, pend;
+	sigemptyset(&ss);
+	sigaddset(&ss, s);
+	for (int i = 0; i < n; i++) {
+		pthread_sigmask(SIG_BLOCK, &ss, &old);
+		bad += !fail();
+		usleep(200);
+		sigpending(&pend);
+		bad += !sigismember(&pend, s);
+		struct timespec ts = { i & 1, 0 }; /* zero, one second */
+		bad += sigtimedwait(&ss, NULL, &ts) != s;
+		sigpending(&pend);
+		bad += sigismember(&pend, s);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	return bad;
+}
+
+/* A write to a non-blocking pipe with no reader (libpq's sockets are
+ * non-blocking: the call is the real one, straight through): EPIPE. */
+static bool nb_epipe(void)
+{
+	int q[2];
+	if (pipe2(q, O_NONBLOCK) != 0)
+		return false;
+	close(q[0]);
+	ssize_t n = write(q[1], "x", 1);
+	bool ok = n == -1 && errno_now() == EPIPE;
+	close(q[1]);
+	return ok;
+}
+
+static void *nb_writer(void *arg)
+{
+	(void)arg;
+	return (void *)pending_rounds(SIGPIPE, 20, nb_epipe);
+}
+
+/* pipe_mixed with a non-blocking pipe and a sleep after the write */
+static void case_pipe_nb(void)
+{
+	long bad = writers_beside_spinners(5, nb_writer, NULL);
+	say("pipe_nb: a non-blocking pipe's EPIPE, SIGPIPE pending on the writer after a sleep",
+	    bad == 0);
+}
+
+/* A write to a pipe with no reader: EPIPE. */
+static bool epipe(void)
+{
+	return pipe_writer(NULL) == NULL;
+}
+
+static void *allblock_writer(void *arg)
+{
+	(void)arg;
+	return (void *)pending_rounds(SIGPIPE, 20, epipe);
+}
+
+/* Every thread blocks SIGPIPE (main did before making them): a write's
+ * SIGPIPE is still the writer's alone, pending on it after a sleep, taken
+ * by its sigtimedwait; and one sent to the process is the process's. */
+static void case_pipe_allblock(void)
+{
+	sigset_t ps, old, pend;
+	sigemptyset(&ps);
+	sigaddset(&ps, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &ps, &old);
+	long bad = writers_beside_spinners(5, allblock_writer, NULL);
+	say("pipe_allblock: every thread blocks it, pending on the writer alone", bad == 0);
+	kill(getpid(), SIGPIPE);
+	sigpending(&pend);
+	struct timespec sec = { 5, 0 };
+	bool took = sigismember(&pend, SIGPIPE) && sigtimedwait(&ps, NULL, &sec) == SIGPIPE;
+	say("pipe_allblock: kill to the process: pending, sigtimedwait takes it", took);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+#define XFSZ_LIMIT (1L << 20)
+static int xfsz_fd = -1;
+
+/* A write past RLIMIT_FSIZE: EFBIG. */
+static bool past_limit(void)
+{
+	ssize_t n = pwrite(xfsz_fd, "x", 1, XFSZ_LIMIT);
+	return n == -1 && errno_now() == EFBIG;
+}
+
+static void *xfsz_writer(void *arg)
+{
+	(void)arg;
+	return (void *)pending_rounds(SIGXFSZ, 20, past_limit);
+}
+
+static void *xfsz_killed(void *arg)
+{
+	(void)arg;
+	past_limit();
+	return NULL;
+}
+
+/* RLIMIT_FSIZE: threads that block SIGXFSZ write past it (EFBIG, pending
+ * on them, taken by sigtimedwait) beside two that compute and main, which
+ * let it through; a thread that lets it through dies of it. */
+static void case_xfsz(void)
+{
+	char path[] = "/tmp/sigintr-xfsz-XXXXXX";
+	xfsz_fd = mkstemp(path);
+	if (xfsz_fd < 0) {
+		say("xfsz: a file", false);
+		return;
+	}
+	unlink(path);
+	struct rlimit was, lim;
+	getrlimit(RLIMIT_FSIZE, &was);
+	lim = was;
+	lim.rlim_cur = XFSZ_LIMIT;
+	if (setrlimit(RLIMIT_FSIZE, &lim) != 0) {
+		say("xfsz: RLIMIT_FSIZE", false);
+		return;
+	}
+	long bad = writers_beside_spinners(3, xfsz_writer, NULL);
+	say("xfsz: EFBIG past RLIMIT_FSIZE, SIGXFSZ pending on the writer, sigtimedwait takes it",
+	    bad == 0);
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct rlimit no = { 0, 0 };
+		setrlimit(RLIMIT_CORE, &no);
+		pthread_t t;
+		pthread_create(&t, NULL, xfsz_killed, NULL);
+		pthread_join(t, NULL);
+		_exit(0);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	say("xfsz: a thread that lets it through dies of it",
+	    WIFSIGNALED(st) && WTERMSIG(st) == SIGXFSZ);
+	setrlimit(RLIMIT_FSIZE, &was);
+	close(xfsz_fd);
+}
+
+/* ---- a handler's sa_mask blocks SIGPIPE while it runs --------------------------------------- */
+
+static atomic_long hm_bad;
+static atomic_int hm_quiet;
+static sigjmp_buf hm_env;
+static atomic_int hm_jump;
+
+/* SIGUSR1's, with SIGPIPE in sa_mask: its write to a broken pipe fails
+ * with EPIPE, SIGPIPE pending meanwhile, taken here. */
+static void on_usr1_write(int s)
+{
+	(void)s;
+	int e = errno;
+	if (hm_jump)
+		siglongjmp(hm_env, 1);
+	if (!hm_quiet) {
+		sigset_t ps, pend;
+		sigemptyset(&ps);
+		sigaddset(&ps, SIGPIPE);
+		struct timespec zero = { 0, 0 };
+		int q[2];
+		if (pipe(q) == 0) {
+			close(q[0]);
+			ssize_t n = write(q[1], "x", 1);
+			hm_bad += !(n == -1 && errno == EPIPE);
+			sigpending(&pend);
+			hm_bad += !sigismember(&pend, SIGPIPE);
+			hm_bad += sigtimedwait(&ps, NULL, &zero) != SIGPIPE;
+			close(q[1]);
+		} else {
+			hm_bad += 100;
+		}
+	}
+	errno = e;
+}
+
+static void *hm_raiser(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 20; i++) {
+		pthread_kill(pthread_self(), SIGUSR1);
+		usleep(100);
+	}
+	return NULL;
+}
+
+/* After the handler (returned, or left with siglongjmp): SIGPIPE let
+ * through again, a write to a broken pipe kills. */
+static void *hm_after(void *arg)
+{
+	(void)arg;
+	if (sigsetjmp(hm_env, 1) == 0)
+		pthread_kill(pthread_self(), SIGUSR1);
+	pipe_writer(NULL);
+	return NULL;
+}
+
+static bool hm_killed(bool jump)
+{
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		hm_quiet = 1;
+		hm_jump = jump;
+		pthread_t t;
+		pthread_create(&t, NULL, hm_after, NULL);
+		pthread_join(t, NULL);
+		_exit(0);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	return WIFSIGNALED(st) && WTERMSIG(st) == SIGPIPE;
+}
+
+static void case_handler_mask(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_usr1_write;
+	sigemptyset(&sa.sa_mask);
+	sigaddset(&sa.sa_mask, SIGPIPE);
+	sigaction(SIGUSR1, &sa, NULL);
+	pthread_t sp[2], t[2];
+	flips_stop = 0;
+	for (int i = 0; i < 2; i++)
+		pthread_create(&sp[i], NULL, flip_spinner, NULL);
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, hm_raiser, NULL);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	flips_stop = 1;
+	for (int i = 0; i < 2; i++)
+		pthread_join(sp[i], NULL);
+	say("handler_mask: SIGPIPE in sa_mask: the handler's write fails with EPIPE, pending",
+	    hm_bad == 0);
+	say("handler_mask: after the handler returned, a write to a broken pipe kills",
+	    hm_killed(false));
+	say("handler_mask: after siglongjmp out of it, a write to a broken pipe kills",
+	    hm_killed(true));
+}
+
 /* ---- 1,000 readers, SIGALRM every millisecond -------------------------------------------- */
 
 #define NR 1000
@@ -1052,6 +1308,10 @@ static const struct {
 	{ "masks", case_masks },
 	{ "pipe_flips", case_pipe_flips },
 	{ "pipe_mixed", case_pipe_mixed },
+	{ "pipe_nb", case_pipe_nb },
+	{ "pipe_allblock", case_pipe_allblock },
+	{ "xfsz", case_xfsz },
+	{ "handler_mask", case_handler_mask },
 	{ "storm", case_storm },
 	{ "sigwait", case_sigwait },
 	{ "sigwait_busy", case_sigwait_busy },
