@@ -14,6 +14,11 @@
  *             with one installed (never sent): what signal support costs
  *             calls that block when nothing is sent.
  *
+ *   sigaction (`siglat sigaction`, alone): ns per sigaction call that
+ *             replaces one handler by another (1,000,000 calls), and
+ *             per call that puts a handler, then SIG_IGN (20,000):
+ *             what interpreters and shells do around each child.
+ *
  * `siglat pingpong` runs the last alone.  N (1,000) rounds of each; prints medians and 90th percentiles, then one line
  * of key=value pairs (us, ns) for bench/run.py.
  */
@@ -125,8 +130,50 @@ static long pingpong(void)
 	return b[2];
 }
 
+static void on_other(int s)
+{
+	(void)s;
+}
+
+static void *nothing(void *arg)
+{
+	return arg;
+}
+
+/* ns per sigaction call: n calls setting a, then b, by turns */
+static long sa_loop(const struct sigaction *a, const struct sigaction *b, long n)
+{
+	long t0 = now();
+	for (long i = 0; i < n; i += 2)
+		if (sigaction(SIGUSR1, a, NULL) != 0 || sigaction(SIGUSR1, b, NULL) != 0)
+			exit(1);
+	return (now() - t0) / n;
+}
+
+/* `siglat sigaction`: on a thread's return the runtime runs (a program
+ * with no thread never starts it) */
+static int sigaction_costs(void)
+{
+	pthread_t t;
+	pthread_create(&t, NULL, nothing, NULL);
+	pthread_join(t, NULL);
+	struct sigaction a, b, ign;
+	memset(&a, 0, sizeof a);
+	a.sa_handler = on_usr1;
+	b = a;
+	b.sa_handler = on_other;
+	ign = a;
+	ign.sa_handler = SIG_IGN;
+	long replace = sa_loop(&a, &b, 1000000);
+	long toggle = sa_loop(&a, &ign, 20000);
+	printf("sigaction_replace_ns=%ld sigaction_toggle_ns=%ld\n", replace, toggle);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "sigaction") == 0)
+		return sigaction_costs();
 	bool only_ping = argc > 1 && strcmp(argv[1], "pingpong") == 0;
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0 || pipe(pp) != 0)
 		return 1;

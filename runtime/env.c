@@ -10,7 +10,9 @@
  *                    fatal (threads blocked in calls weft does not see each hold one)
  *   WEFT_DEBUG       comma-separated: schedtrace=<ms>, sigquit=continue, g0keep=0, kwait=0 (a G's
  *                    poll/select/epoll_wait always parks, never waits in the kernel), stderr=0
- *                    (the shim leaves stderr glibc's: hook/preload/stdio.c)
+ *                    (the shim leaves stderr glibc's: hook/preload/stdio.c), sigkeep=0 (the
+ *                    shim's signal thread stops blocking a signal whose handler went:
+ *                    hook/preload/signal.c)
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -97,6 +99,8 @@ static void debugopts(const char *s)
 			weftenv.nog0keep = tok[7] == '0';
 		} else if (!strcmp(tok, "stderr=0") || !strcmp(tok, "stderr=1")) {
 			/* the shim's: stderr stays glibc's (hook/preload/stdio.c) */
+		} else if (!strcmp(tok, "sigkeep=0") || !strcmp(tok, "sigkeep=1")) {
+			/* the shim's: hook/preload/signal.c, sig_start */
 		} else if (!strncmp(tok, "kickdelay=", 10)) {
 			if (parse_int(tok + 10, 0, 1000000, &v) == 0)
 				weftenv.kickdelay_ns = (int64_t)v * 1000;

@@ -350,6 +350,36 @@ SIGINTR(storm)
 SIGINTR(cancel)
 /* one thread in sigwait beside 10,000 busy ones */
 SIGINTR(sigwait_busy)
+/* a handler, then SIG_IGN: signals from another process and from this
+ * one dropped, the handler put back runs (the signal thread keeps
+ * blocking a signal that had a handler; the router drops it: signal.c
+ * unhandled, and sig_settle drops what came meanwhile) */
+SIGINTR(handler_gone)
+
+/* a handler, then SIG_DFL: SIGUSR2 from this process or another kills
+ * it, as natively (the router, or the sender, acts as the kernel would:
+ * signal.c unhandled) */
+static void killed_as_natively(const char *name)
+{
+	const char *a[] = { h_prog("sigintr"), name, NULL };
+	h_run(&N, a, NULL, NULL, 60);
+	cr_assert_eq(h_code(&N), 128 + SIGUSR2, "natively: %s%s", N.out, N.err);
+	for (int procs = 1; procs <= 2; procs++) {
+		h_shim_run(&R, procs, a, NULL, NULL, 60);
+		cr_expect_eq(h_code(&R), 128 + SIGUSR2, "procs %d: %s%s", procs, R.out, R.err);
+		cr_expect_str_eq(R.out, N.out, "procs %d", procs);
+	}
+}
+
+Test(signals, gone_dfl_self, .timeout = 180)
+{
+	killed_as_natively("gone_dfl_self");
+}
+
+Test(signals, gone_dfl_out, .timeout = 180)
+{
+	killed_as_natively("gone_dfl_out");
+}
 
 /* the handler run on a G reads that G's __thread (thread-local storage
  * of its own: WEFT_TLS=thread) */

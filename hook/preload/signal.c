@@ -10,16 +10,19 @@
  *     sigprocmask / pthread_sigmask.  P is what every one of them
  *     blocks (a table of the masks in use and how many Gs have each);
  *   - the real main thread (idle since main became a G; "the signal
- *     thread") blocks P and every signal with a handler (H): it only
- *     ever takes a default action, as the kernel would in any thread;
+ *     thread") blocks P and every signal with a handler (H), and keeps
+ *     blocking one whose handler went (S: H and those; h_set_locked):
+ *     it only ever takes a default action, as the kernel would in any
+ *     thread;
  *   - every runtime thread (Ms, sysmon, the dumper) blocks all
  *     asynchronous signals; faults, SIGPIPE / SIGXFSZ (blocked as P
  *     says) and the runtime's own SIGURG reach them, as today;
  *   - a signal with a handler that some G lets through (H minus P)
  *     stays pending for the process until the router (a G parked on a
- *     signalfd for those) reads it and gives it to one G that does not
- *     block it - main first, as the kernel prefers the main thread -
- *     then, by turns, the others;
+ *     signalfd for S minus P) reads it and gives it to one G that does
+ *     not block it - main first, as the kernel prefers the main thread -
+ *     then, by turns, the others; one of S without a handler now it
+ *     drops or acts on as the kernel would (unhandled);
  *   - a signal for a G (routed, pthread_kill, pthread_sigqueue, raise)
  *     is pending on it (g->sigpend) until it runs the handler on its own
  *     stack: at once if it is the sender; else g_interrupt wakes it from
@@ -64,6 +67,10 @@ static bool active;            /* the signal thread runs */
 static struct lock plock;      /* the mask table, P, H; g->sigmask stores */
 static _Atomic uint64_t pbits; /* P: signals 1..64 every G blocks (plock; read without) */
 static _Atomic uint64_t hbits; /* H: signals with a handler that Gs take (plock) */
+static _Atomic uint64_t sbits; /* S: what the signal thread blocks beyond P and the
+				* router reads: H and every signal that had a
+				* handler since (plock; grows only, see h_set_locked) */
+static bool skeep = true;      /* S keeps what H loses (WEFT_DEBUG=sigkeep=0: S is H) */
 static _Atomic uint64_t pgen;  /* bumped with every change of P */
 static _Atomic uint64_t applied; /* pgen the signal thread runs with */
 static _Atomic int sigtid;     /* the signal thread */
@@ -160,11 +167,11 @@ static void m_mask(sigset_t *m)
 	rt_mask(m, mp ? atomic_load_explicit(&mp->sigk, memory_order_relaxed) : 0);
 }
 
-/* What the signal thread runs with: P and H (handlers run on Gs, if the
+/* What the signal thread runs with: P and S (handlers run on Gs, if the
  * router that gives them to Gs runs). */
 static void st_mask(sigset_t *m)
 {
-	uint64_t h = rfd >= 0 ? atomic_load_explicit(&hbits, memory_order_acquire) : 0;
+	uint64_t h = rfd >= 0 ? atomic_load_explicit(&sbits, memory_order_acquire) : 0;
 	frombits(atomic_load_explicit(&pbits, memory_order_acquire) | h, m);
 	sigdelset(m, SIGWEFT);
 }
@@ -552,13 +559,14 @@ static void watcher_start(void)
 
 static weft_mutex_t rmu = WEFT_MUTEX_INIT; /* one reader of rfd routes at a time */
 static void route(int sig, const siginfo_t *si);
+static void unhandled(int s, const siginfo_t *si);
 
-/* What the router takes: H minus P. */
+/* What the router takes: S minus P. */
 static void rfd_update(void)
 {
 	if (rfd < 0)
 		return;
-	uint64_t b = atomic_load(&hbits) & ~atomic_load(&pbits);
+	uint64_t b = atomic_load(&sbits) & ~atomic_load(&pbits);
 	sigset_t m;
 	frombits(b, &m);
 	sigdelset(&m, SIGWEFT);
@@ -581,7 +589,10 @@ static void rfd_drain(void)
 			si.si_uid = ss[i].ssi_uid;
 			si.si_status = ss[i].ssi_status;
 			si.si_value.sival_ptr = (void *)(uintptr_t)ss[i].ssi_ptr;
-			route(si.si_signo, &si);
+			if (atomic_load(&hbits) & sigbit(si.si_signo))
+				route(si.si_signo, &si);
+			else /* S minus H */
+				unhandled(si.si_signo, &si);
 		}
 	}
 }
@@ -684,6 +695,18 @@ static uint64_t h_scan(void)
 
 static int sig_run(void);
 
+/* WEFT_DEBUG has word (a measurement's "before"; env.c accepts the word
+ * and leaves it to the shim). */
+static bool debug_word(const char *word)
+{
+	const char *d = getenv("WEFT_DEBUG");
+	size_t n = strlen(word);
+	for (const char *p = d; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (!strncmp(p, word, n) && (p[n] == 0 || p[n] == ','))
+			return true;
+	return false;
+}
+
 /* Called on the real main thread before main's G starts. */
 void sig_start(void)
 {
@@ -695,7 +718,9 @@ void sig_start(void)
 	sigset_t m;
 	REAL(pthread_sigmask)(SIG_SETMASK, NULL, &m);
 	atomic_store(&pbits, tobits(&m) & ~unblockable());
+	skeep = !debug_word("sigkeep=0");
 	atomic_store(&hbits, h_scan());
+	atomic_store(&sbits, atomic_load(&hbits));
 	st_mask(&m);
 	REAL(pthread_sigmask)(SIG_SETMASK, &m, NULL);
 	atomic_store(&sigtid, gettid_());
@@ -809,22 +834,36 @@ static uint64_t p_set_locked(void)
 	return atomic_fetch_add(&pgen, 1) + 1;
 }
 
-/* plock held: H gains or loses s.  The new generation, or 0. */
+/* plock held: H gains or loses s.  The new generation if S changed (the
+ * signal thread's mask and the router's signalfd must follow), else 0.
+ *
+ * S is H and what H lost: a signal that had a handler stays blocked on
+ * the signal thread and read by the router when it has none any more
+ * (the router then does what the kernel would: unhandled()).  So a
+ * program that puts a handler, then SIG_IGN or SIG_DFL, then the handler
+ * again, by turns (CPython's signal.signal, shells around each child)
+ * waits for the signal thread only the first time. */
 static uint64_t h_set_locked(int s, bool on)
 {
 	uint64_t h = atomic_load_explicit(&hbits, memory_order_relaxed);
 	uint64_t nh = on ? h | sigbit(s) : h & ~sigbit(s);
-	if (nh == h)
+	if (nh != h)
+		atomic_store_explicit(&hbits, nh, memory_order_release);
+	uint64_t sb = atomic_load_explicit(&sbits, memory_order_relaxed);
+	uint64_t ns = skeep ? sb | nh : nh;
+	/* (a fork child's first change of H starts its router, as before) */
+	if (ns == sb && !(nh != h && watcher_wanted))
 		return 0;
-	atomic_store_explicit(&hbits, nh, memory_order_release);
+	atomic_store_explicit(&sbits, ns, memory_order_release);
 	return atomic_fetch_add(&pgen, 1) + 1;
 }
 
 
 /* After a change to generation g: the signalfds and the signal thread
  * (waited for on a G: as the kernel does, a signal unblocked now is acted
- * on before we return).  Not the Ms: kbits() follow the G they run. */
-static void masks_apply(uint64_t g)
+ * on before we return).  Not the Ms: kbits() follow the G they run.
+ * pch: P changed (else S alone: the watcher's signalfd, on P, stays). */
+static void masks_apply(uint64_t g, bool pch)
 {
 	if (!g)
 		return;
@@ -834,7 +873,8 @@ static void masks_apply(uint64_t g)
 		router_start();
 	}
 	uint64_t p = atomic_load(&pbits);
-	sfd_update();
+	if (pch)
+		sfd_update();
 	rfd_update();
 	/* routed signals nobody would take that every G now blocks: back
 	 * to the kernel, pending for the process (sigwait, sigpending) */
@@ -859,18 +899,47 @@ static void masks_apply(uint64_t g)
 	errno_set(e);
 }
 
-/* The disposition of s may have changed (sigaction, signal, ...). */
+/* Gs in h_update: while one is, h_changed takes no short cut (below). */
+static _Atomic int hbusy;
+
+/* The disposition of s may have changed (sigaction, signal, ...): H from
+ * the kernel's.  Asked again after a change, until H and the answer
+ * agree: two Gs changing s at once each ask after their own change, but
+ * the one whose (older) answer lands last in H would leave it wrong. */
 static void h_update(int s)
 {
 	if (!active || s < 1 || s > 64 || !async_sig(s))
 		return;
-	struct sigaction sa;
-	if (REAL(sigaction)(s, NULL, &sa) != 0)
+	atomic_fetch_add(&hbusy, 1);
+	for (;;) {
+		struct sigaction sa;
+		if (REAL(sigaction)(s, NULL, &sa) != 0)
+			break;
+		lock(&plock);
+		uint64_t g = h_set_locked(s, handled(&sa));
+		unlock(&plock);
+		if (!g)
+			break;
+		masks_apply(g, false);
+	}
+	atomic_fetch_sub(&hbusy, 1);
+}
+
+/* s's disposition was just set through a hook, on (a handler) or not:
+ * nothing to do, not even a question to the kernel, if H says so
+ * already - a handler replaced by another, SIG_IGN by SIG_IGN, a flags
+ * change: as natively, one rt_sigaction in all.  Unless an h_update
+ * runs: its question may have come before our change.  If hbusy is
+ * read 0 here (seq_cst, after our rt_sigaction), any h_update that
+ * starts later asks the kernel after our change and so writes H from
+ * it; one that ended before wrote H before we read it. */
+static void h_changed(int s, bool on)
+{
+	if (!active || s < 1 || s > 64 || !async_sig(s))
 		return;
-	lock(&plock);
-	uint64_t g = h_set_locked(s, handled(&sa));
-	unlock(&plock);
-	masks_apply(g);
+	if (!atomic_load(&hbusy) && !(atomic_load(&hbits) & sigbit(s)) == !on)
+		return;
+	h_update(s);
 }
 
 /* ---- Gs: their masks, and signals for them ------------------------------------------------- */
@@ -890,7 +959,7 @@ void sig_gstart(struct g *gp, uint64_t mask, bool ismain)
 		maing = gp;
 	uint64_t g = p_set_locked();
 	unlock(&plock);
-	masks_apply(g);
+	masks_apply(g, true);
 	if (gp == getg()) /* it runs already: its M's mask at once */
 		sigk_self(gp);
 }
@@ -907,7 +976,7 @@ void sig_gend(struct g *gp)
 		maing = NULL;
 	uint64_t g = p_set_locked();
 	unlock(&plock);
-	masks_apply(g);
+	masks_apply(g, true);
 }
 
 /* The mask a new G gets: its creator's (a plain thread's own). */
@@ -1030,6 +1099,30 @@ static void route(int s, const siginfo_t *si)
 	}
 	if (!deliver(gp, s, si, false))
 		stall(gp, s);
+}
+
+static int run_one(int s, const siginfo_t *sip, _Atomic uint64_t *hold, uint64_t mask);
+
+/* A process signal with no handler now that the router read, or that a
+ * G sent to the process (S minus H: it had one; the signal thread blocks
+ * it): what the kernel would have done with it.  Pending for the process
+ * if every G blocks it; to a G if it has a handler again (installed
+ * since, or by a raw system call); else its disposition's action here,
+ * on this thread: the default's (sig_default) or none (SIG_IGN). */
+static void unhandled(int s, const siginfo_t *si)
+{
+	if (s < 1 || s > 64)
+		return;
+	if (atomic_load(&pbits) & sigbit(s)) { /* the kernel keeps it */
+		(void)sys3(SYS_kill, getpid(), s, 0);
+		return;
+	}
+	struct sigaction sa;
+	if (REAL(sigaction)(s, NULL, &sa) == 0 && handled(&sa)) {
+		route(s, si);
+		return;
+	}
+	(void)run_one(s, si, NULL, 0);
 }
 
 /* A G takes the signals pending for the process that it lets through
@@ -1248,7 +1341,7 @@ static int setp(int how, const sigset_t *set, sigset_t *old)
 		if (gp->sigon)
 			g = p_set_locked();
 		unlock(&plock);
-		masks_apply(g);
+		masks_apply(g, true);
 		if ((was ^ now) & kbits())
 			sigk_self(gp);
 		if (was & ~now) {
@@ -1384,23 +1477,33 @@ bool sig_active(void)
 
 /* ---- dispositions ------------------------------------------------------------------------ */
 
-/* Before s's disposition changes on a G: take delivery of what is on
- * its way, with the handler it was sent for.  The kernel delivers a
- * pending signal a thread lets through before any system call of that
- * thread returns, so by the time a program puts SIG_DFL back (after
- * stopping the timer that sends it) none is left to act; under weft one
- * could still be in the router's signalfd, or given to this G and not
- * yet run, and then met SIG_DFL: a SIGALRM killed CPython's test_eintr
- * (real::itimer_then_default).  A signal given to another G that has
- * not run it yet is left to it, as a thread's pending signal is. */
-static void sig_settle(int s)
+/* Before s's disposition changes on a G to a handler (on) or not: take
+ * delivery of what is on its way, with the disposition it was sent for.
+ * The kernel delivers a pending signal a thread lets through before any
+ * system call of that thread returns, so by the time a program puts
+ * SIG_DFL back (after stopping the timer that sends it) none is left to
+ * act; under weft one could still be in the router's signalfd, or given
+ * to this G and not yet run, and then met SIG_DFL: a SIGALRM killed
+ * CPython's test_eintr (real::itimer_then_default).  The other way, one
+ * sent while s was ignored (kept for the router: S, h_set_locked) must
+ * be dropped, not meet the new handler.  A signal already given to
+ * another G that has not run it yet is left to it, as a thread's pending
+ * signal is.
+ *
+ * The signalfd is read (a system call) only when s gains or loses its
+ * handler.  A handler replaced by another loses nothing: one still on
+ * its way runs the new one, as natively a signal the kernel gave another
+ * thread that had not taken it yet does (the kernel reads the handler
+ * when it delivers).  Those already given to this G run the old one
+ * either way (no system call: an atomic load). */
+static void sig_settle(int s, bool on)
 {
-	if (!on_g() || s < 1 || s > 64 || !(atomic_load(&hbits) & sigbit(s)))
+	if (!on_g() || s < 1 || s > 64 || !(atomic_load(&sbits) & sigbit(s)))
 		return;
 	struct g *gp = getg();
 	if (!gp->sigon)
 		return; /* a G of the runtime's */
-	if (rfd >= 0)
+	if (!(atomic_load(&hbits) & sigbit(s)) == on && rfd >= 0)
 		drain_locked();
 	if (atomic_load(&gp->sigpend) & ~g_blocked(gp))
 		(void)sig_run();
@@ -1408,11 +1511,13 @@ static void sig_settle(int s)
 
 HOOK int sigaction(int s, const struct sigaction *act, struct sigaction *old)
 {
-	if (act)
-		sig_settle(s);
+	if (!act) /* a question: the kernel's answer as it is */
+		return REAL(sigaction)(s, NULL, old);
+	bool on = handled(act);
+	sig_settle(s, on);
 	int r = REAL(sigaction)(s, act, old);
-	if (r == 0 && act)
-		h_update(s);
+	if (r == 0)
+		h_changed(s, on);
 	return r;
 }
 
@@ -1426,13 +1531,20 @@ DEFREAL(sigset);
 sighandler_fn __sysv_signal(int s, sighandler_fn h);
 DEFREAL(__sysv_signal);
 
-#define DISPOSITION(fn, s, h)                        \
-	({                                           \
-		sig_settle(s);                       \
+/* A handler, as handled() says of a struct sigaction. */
+static bool handler_fn(sighandler_fn h)
+{
+	return h != SIG_DFL && h != SIG_IGN && h != SIG_ERR;
+}
+
+#define DISPOSITION(fn, s, h)                          \
+	({                                             \
+		bool on_ = handler_fn(h);              \
+		sig_settle((s), on_);                  \
 		sighandler_fn r_ = REAL(fn)((s), (h)); \
-		if (r_ != SIG_ERR)                   \
-			h_update(s);                 \
-		r_;                                  \
+		if (r_ != SIG_ERR)                     \
+			h_changed((s), on_);           \
+		r_;                                    \
 	})
 
 HOOK sighandler_fn signal(int s, sighandler_fn h)
@@ -1459,6 +1571,8 @@ HOOK sighandler_fn bsd_signal(int s, sighandler_fn h)
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 HOOK sighandler_fn sigset(int s, sighandler_fn h)
 {
+	if (h == SIG_HOLD) /* the mask, not the disposition */
+		return REAL(sigset)(s, h);
 	return DISPOSITION(sigset, s, h);
 }
 #pragma GCC diagnostic pop
@@ -1710,7 +1824,8 @@ DEFREAL(kill);
 
 /* A signal sent to this process from a G.  One with a handler that some
  * G takes is routed here and now (the sender runs it before kill
- * returns if it is the one, as a single thread would); a fault-like one
+ * returns if it is the one, as a single thread would), one that had a
+ * handler (S) and has none now is acted on here and now (unhandled); a fault-like one
  * (SIGSEGV from kill, SIGABRT...) goes to this OS thread, which takes
  * those; any other goes to the process (the kernel's default action, or
  * pending while every G blocks it). */
@@ -1725,7 +1840,7 @@ static int self_signal(int sig)
 	if (!async_sig(sig))
 		return (int)sysret(sys3(SYS_tgkill, getpid(), gettid_(), sig));
 	uint64_t bit = sigbit(sig);
-	if (!(atomic_load(&hbits) & bit) || (atomic_load(&pbits) & bit))
+	if (!(atomic_load(&sbits) & bit) || (atomic_load(&pbits) & bit))
 		return REAL(kill)(getpid(), sig);
 	siginfo_t si;
 	memset(&si, 0, sizeof si);
@@ -1733,7 +1848,10 @@ static int self_signal(int sig)
 	si.si_code = SI_USER;
 	si.si_pid = getpid();
 	si.si_uid = getuid();
-	route(sig, &si);
+	if (atomic_load(&hbits) & bit)
+		route(sig, &si);
+	else /* no handler, and the signal thread blocks it: here and now */
+		unhandled(sig, &si);
 	sig_run();
 	return 0;
 }

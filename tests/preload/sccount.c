@@ -6,7 +6,7 @@
  *
  * SPEC is a system call number, optionally with one argument that must
  * match: "72" counts every fcntl, "72:1=3" only those whose argument 1
- * (cmd) is 3 (F_GETFL).  At the end it prints "sccount SPEC N" per SPEC
+ * (cmd) is 3 (F_GETFL); "all" counts every system call.  At the end it prints "sccount SPEC N" per SPEC
  * on stderr and exits as the program did (its exit code, or 128 + the
  * signal).  Threads (clone) are followed, and exec: so `sccount 72 --
  * weft run -- prog` counts prog under the shim.  Forked children are not.
@@ -27,7 +27,7 @@
 
 struct spec {
 	const char *text; /* as given */
-	long nr;          /* the system call's number */
+	long nr;          /* the system call's number, -1 any */
 	int arg;          /* the argument that must match, -1 none */
 	unsigned long val; /* ... its value */
 	long count;       /* entries seen */
@@ -37,9 +37,13 @@ static int parse(struct spec *s, const char *t)
 {
 	char *e;
 	s->text = t;
-	s->nr = strtol(t, &e, 0);
 	s->arg = -1;
 	s->count = 0;
+	if (!strcmp(t, "all")) {
+		s->nr = -1;
+		return 0;
+	}
+	s->nr = strtol(t, &e, 0);
 	if (e == t)
 		return -1;
 	if (*e == ':') {
@@ -102,7 +106,7 @@ int main(int argc, char **argv)
 			if (ptrace(PTRACE_GET_SYSCALL_INFO, t, sizeof si, &si) > 0 &&
 			    si.op == PTRACE_SYSCALL_INFO_ENTRY)
 				for (int k = 0; k < ns; k++)
-					if ((long)si.entry.nr == sp[k].nr &&
+					if ((sp[k].nr < 0 || (long)si.entry.nr == sp[k].nr) &&
 					    (sp[k].arg < 0 || si.entry.args[sp[k].arg] == sp[k].val))
 						sp[k].count++;
 		} else if (sig == SIGTRAP && (st >> 16) != 0) {

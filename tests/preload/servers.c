@@ -23,12 +23,23 @@
  *           ROUNDS pwrites to a file that succeed: errno is still EPIPE
  *           after each, as glibc leaves it.  The program makes no
  *           rt_sigpending itself.
+ *   servers sigact N - like a shell or an interpreter around each child
+ *           or call: N rounds of six disposition calls that do not
+ *           change whether a signal has a handler (one handler replaced
+ *           by another and back, a flags change, SIG_IGN put on SIG_IGN
+ *           by sigaction and by signal, a query): natively one
+ *           rt_sigaction each.  Then the last handler set runs for a
+ *           raise, and SIGUSR2 is still ignored.
+ *   servers sigtoggle N - like CPython's signal.signal around a call:
+ *           N rounds of a handler put, then SIG_IGN (after one round
+ *           outside them); then a raise runs the handler.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <string.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <netinet/in.h>
@@ -178,6 +189,64 @@ static void case_staleepipe(void)
 	printf("staleepipe: %d rounds\n", ROUNDS);
 }
 
+static volatile sig_atomic_t sa_ran, sb_ran;
+
+static void on_a(int s)
+{
+	(void)s;
+	sa_ran++;
+}
+
+static void on_b(int s)
+{
+	(void)s;
+	sb_ran++;
+}
+
+static int sa_rounds;
+
+static void case_sigact(void)
+{
+	struct sigaction a, ar, b, ign, old;
+	memset(&a, 0, sizeof a);
+	a.sa_handler = on_a;
+	ar = a;
+	ar.sa_flags = SA_RESTART;
+	b = a;
+	b.sa_handler = on_b;
+	memset(&ign, 0, sizeof ign);
+	ign.sa_handler = SIG_IGN;
+	/* set up outside the rounds (N 0 counts this alone) */
+	CHECK(sigaction(SIGUSR1, &a, NULL) == 0 && sigaction(SIGUSR2, &ign, NULL) == 0);
+	for (int i = 0; i < sa_rounds; i++) {
+		CHECK(sigaction(SIGUSR1, &b, NULL) == 0);
+		CHECK(sigaction(SIGUSR1, &ar, NULL) == 0);
+		CHECK(sigaction(SIGUSR1, &a, &old) == 0 && old.sa_handler == on_a &&
+		      (old.sa_flags & SA_RESTART));
+		CHECK(sigaction(SIGUSR2, &ign, NULL) == 0);
+		CHECK(signal(SIGUSR2, SIG_IGN) == SIG_IGN);
+		CHECK(sigaction(SIGUSR1, NULL, &old) == 0 && old.sa_handler == on_a);
+	}
+	CHECK(raise(SIGUSR1) == 0 && sa_ran == 1 && sb_ran == 0);
+	CHECK(raise(SIGUSR2) == 0 && sa_ran == 1);
+	printf("sigact: %d rounds\n", sa_rounds);
+}
+
+static void case_sigtoggle(void)
+{
+	struct sigaction a, ign;
+	memset(&a, 0, sizeof a);
+	a.sa_handler = on_a;
+	memset(&ign, 0, sizeof ign);
+	ign.sa_handler = SIG_IGN;
+	CHECK(sigaction(SIGUSR1, &a, NULL) == 0 && sigaction(SIGUSR1, &ign, NULL) == 0);
+	for (int i = 0; i < sa_rounds; i++)
+		CHECK(sigaction(SIGUSR1, &a, NULL) == 0 && sigaction(SIGUSR1, &ign, NULL) == 0);
+	CHECK(raise(SIGUSR1) == 0 && sa_ran == 0);
+	CHECK(sigaction(SIGUSR1, &a, NULL) == 0 && raise(SIGUSR1) == 0 && sa_ran == 1);
+	printf("sigtoggle: %d rounds\n", sa_rounds);
+}
+
 /* The case runs on a thread of its own: a program that never makes one
  * never starts weft's runtime (docs/preload.md). */
 static void *run(void *arg)
@@ -191,6 +260,10 @@ static void *run(void *arg)
 		case_evfd();
 	else if (strcmp(name, "staleepipe") == 0)
 		case_staleepipe();
+	else if (strcmp(name, "sigact") == 0)
+		case_sigact();
+	else if (strcmp(name, "sigtoggle") == 0)
+		case_sigtoggle();
 	else
 		FAIL("no case %s", name);
 	return NULL;
@@ -199,7 +272,8 @@ static void *run(void *arg)
 int main(int argc, char **argv)
 {
 	if (argc < 2)
-		FAIL("usage: servers CASE");
+		FAIL("usage: servers CASE [N]");
+	sa_rounds = argc > 2 ? atoi(argv[2]) : ROUNDS;
 	pthread_t t;
 	CHECK(pthread_create(&t, NULL, run, argv[1]) == 0);
 	CHECK(pthread_join(t, NULL) == 0);

@@ -7,7 +7,9 @@
  * exits 0 if all held.  Cases: read, accept, poll, sleep, nanosleep,
  * sem, compute, spin, spin_libc, alarm_spin, longjmp, restart, kill_accept,
  * kill_tls, kill_waitpid, tgkill, masks, pipe_flips, pipe_mixed, pipe_nb,
- * pipe_allblock, xfsz, handler_mask, storm, sigwait, sigwait_busy, cancel.
+ * pipe_allblock, xfsz, handler_mask, storm, sigwait, sigwait_busy, cancel,
+ * handler_gone; and gone_dfl_self, gone_dfl_out, which end killed by
+ * SIGUSR2.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -1285,6 +1287,81 @@ static void case_cancel(void)
 	run_cancel(cancel_later, 100, "disabled, then testcancel");
 }
 
+/* ---- a signal whose handler went: SIG_IGN drops it, SIG_DFL acts -------------------- */
+
+static void *nothing(void *arg)
+{
+	return arg;
+}
+
+/* A process of its own sends s to this one n times, and is waited for. */
+static void from_outside(int s, int n)
+{
+	pid_t me = getpid(), c = fork();
+	if (c == 0) {
+		for (int i = 0; i < n; i++)
+			kill(me, s);
+		_exit(0);
+	}
+	int st;
+	waitpid(c, &st, 0);
+}
+
+/* SIGUSR1 with a handler (run once), then SIG_IGN, then sent 50 times by
+ * another process and 50 by this one: dropped; the handler back: it runs
+ * again.  (Under weft the signal thread keeps blocking a signal that had
+ * a handler, and the router does what the kernel would: signal.c,
+ * unhandled.) */
+static void case_handler_gone(void)
+{
+	pthread_t t;
+	pthread_create(&t, NULL, nothing, NULL);
+	pthread_join(t, NULL);
+	catch(SIGUSR1, 0);
+	kill(getpid(), SIGUSR1);
+	say("handler: ran once", atomic_load(&handled) == 1);
+	signal(SIGUSR1, SIG_IGN);
+	from_outside(SIGUSR1, 50);
+	for (int i = 0; i < 50; i++)
+		kill(getpid(), SIGUSR1);
+	raise(SIGUSR1);
+	say("SIG_IGN: 101 dropped, still here", atomic_load(&handled) == 1);
+	catch(SIGUSR1, 0);
+	kill(getpid(), SIGUSR1);
+	say("handler again: ran", atomic_load(&handled) == 2);
+}
+
+/* SIGUSR2 with a handler, then SIG_DFL, then sent (by this process, or
+ * another): killed by it, as natively, never past the wait. */
+static void gone_dfl(bool self)
+{
+	pthread_t t;
+	pthread_create(&t, NULL, nothing, NULL);
+	pthread_join(t, NULL);
+	catch(SIGUSR2, 0);
+	raise(SIGUSR2);
+	say("handler: ran once", atomic_load(&handled) == 1);
+	signal(SIGUSR2, SIG_DFL);
+	say("SIG_DFL put back", 1);
+	if (self)
+		kill(getpid(), SIGUSR2);
+	else
+		from_outside(SIGUSR2, 1);
+	for (int i = 0; i < 300; i++) /* 30 s: killed long before */
+		usleep(100000);
+	say("SIG_DFL: killed by SIGUSR2", 0);
+}
+
+static void case_gone_dfl_self(void)
+{
+	gone_dfl(true);
+}
+
+static void case_gone_dfl_out(void)
+{
+	gone_dfl(false);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -1316,6 +1393,9 @@ static const struct {
 	{ "sigwait", case_sigwait },
 	{ "sigwait_busy", case_sigwait_busy },
 	{ "cancel", case_cancel },
+	{ "handler_gone", case_handler_gone },
+	{ "gone_dfl_self", case_gone_dfl_self },
+	{ "gone_dfl_out", case_gone_dfl_out },
 };
 
 int main(int argc, char **argv)
