@@ -668,6 +668,25 @@ static void *flip_spinner(void *arg)
 	return NULL;
 }
 
+/* In a child (no core dump), a thread runs fn: the signal that killed the
+ * child, 0 if it exited. */
+static int thread_killed_by(void *(*fn)(void *))
+{
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct rlimit no = { 0, 0 };
+		setrlimit(RLIMIT_CORE, &no);
+		pthread_t t;
+		pthread_create(&t, NULL, fn, NULL);
+		pthread_join(t, NULL);
+		_exit(0);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	return WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+}
+
 /* rounds times four threads of fn, joined, beside two threads that
  * compute; before each round, if flip, main lets it through and blocks it
  * again.  The sum of what the four return. */
@@ -744,18 +763,8 @@ static void case_pipe_mixed(void)
 	long bad = writers_beside_spinners(20, libpq_writer, NULL);
 	say("pipe_mixed: blocked in the writing thread only, EPIPE and pending there", bad == 0);
 	/* and a thread that lets it through still dies of it */
-	fflush(stdout);
-	pid_t pid = fork();
-	if (pid == 0) {
-		pthread_t t;
-		pthread_create(&t, NULL, pipe_writer, NULL);
-		pthread_join(t, NULL);
-		_exit(0);
-	}
-	int st = 0;
-	waitpid(pid, &st, 0);
 	say("pipe_mixed: a thread that lets it through dies of it",
-	    WIFSIGNALED(st) && WTERMSIG(st) == SIGPIPE);
+	    thread_killed_by(pipe_writer) == SIGPIPE);
 }
 
 /* ---- SIGPIPE / SIGXFSZ pending on the thread whose call failed ------------------------------ */
@@ -892,19 +901,8 @@ static void case_xfsz(void)
 	say("xfsz: EFBIG past RLIMIT_FSIZE, SIGXFSZ pending on the writer, sigtimedwait takes it",
 	    bad == 0);
 	fflush(stdout);
-	pid_t pid = fork();
-	if (pid == 0) {
-		struct rlimit no = { 0, 0 };
-		setrlimit(RLIMIT_CORE, &no);
-		pthread_t t;
-		pthread_create(&t, NULL, xfsz_killed, NULL);
-		pthread_join(t, NULL);
-		_exit(0);
-	}
-	int st = 0;
-	waitpid(pid, &st, 0);
 	say("xfsz: a thread that lets it through dies of it",
-	    WIFSIGNALED(st) && WTERMSIG(st) == SIGXFSZ);
+	    thread_killed_by(xfsz_killed) == SIGXFSZ);
 	setrlimit(RLIMIT_FSIZE, &was);
 	close(xfsz_fd);
 }
