@@ -1336,6 +1336,29 @@ static struct g *gfget(struct p *pp)
 	return gp;
 }
 
+/* No descriptor could be allocated (ENOMEM): a dead G from an idle P's own
+ * list, which a spawner without a P (or on another P) never sees and which
+ * no one else will free (a process at its RLIMIT_AS, the Gs that ended
+ * there kept).  An idle P has no owner to touch its list, and only a
+ * holder of sched.lock takes a P off the idle list (acquirep), so the
+ * lock makes the list ours meanwhile. */
+static struct g *gfget_idle(void)
+{
+	struct g *gp = NULL;
+	lock(&sched.lock);
+	for (struct p *pp = sched.pidle; pp && !gp; pp = pp->link) {
+		gp = pp->gfree;
+		if (gp) {
+			pp->gfree = gp->schedlink;
+			pp->gfreecnt--;
+			if (pp->gfcold > 0)
+				pp->gfcold--;
+		}
+	}
+	unlock(&sched.lock);
+	return gp;
+}
+
 #define GFREE_GLOBAL_STACKS 16384 /* dead Gs beyond this give their segmented stacks back */
 
 /* A dead G to pp's list; past 64, its oldest 32 go to the global list as
@@ -1459,6 +1482,8 @@ int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 	struct g *gp = gfget(pp);
 	if (!gp)
 		gp = malg();
+	if (!gp)
+		gp = gfget_idle();
 	if (gp) {
 		gp->stackwant = attr ? attr->stack_size : 0;
 		gp->owntls = gowntls(attr);
@@ -1601,6 +1626,8 @@ int64_t rt_adopt(const char *name, char *lo, char *hi, char *althi, void (*then)
 	struct g *gp = gfget(NULL);
 	if (!gp)
 		gp = malg();
+	if (!gp)
+		gp = gfget_idle();
 	if (!gp) {
 		errno = ENOMEM;
 		return -1;
