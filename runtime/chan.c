@@ -116,10 +116,13 @@ struct selrec {
 #define CHAN_LIVE 0x6e61686374666577ULL /* "weftchan" */
 #define CHAN_FREED 0x6465657266ULL
 
-/* Is c a channel (not NULL, not freed, as far as its memory tells)? */
+/* Is c a channel (not NULL, not freed, as far as its memory tells)?
+ * Every channel is 64-aligned (weft_chan_make): a pointer that is not is
+ * none, and is not read as one (UBSan: a misaligned struct access). */
 static inline bool chan_ok(const struct weft_chan *c)
 {
-	return likely(c != NULL) && likely(c->magic == CHAN_LIVE);
+	return likely(c != NULL) && likely(((uintptr_t)c & 63) == 0) &&
+	       likely(c->magic == CHAN_LIVE);
 }
 
 /* outcome a waker records for a plain (non-select) waiter */
