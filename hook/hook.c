@@ -285,6 +285,19 @@ static long try_nowait(const struct sc *s, bool *done)
 	return 0;
 }
 
+/* The call s itself, under entersyscall.  Its EPIPE / EFBIG reaches the
+ * shim here, on the OS thread that made it (sc_do sets no errno for
+ * blk_exit to see; the caller's sysret may run on another M). */
+static long sc_blocking(const struct sc *s)
+{
+	blk_enter();
+	long r = sc_do(s);
+	if (unlikely(r == -EPIPE || r == -EFBIG) && hook_sigerr)
+		hook_sigerr((int)-r);
+	blk_exit();
+	return r;
+}
+
 /* Anything else: ask poll(2) without waiting, then make the call under
  * entersyscall.  If another thread takes what poll saw first, the call
  * blocks its OS thread (the P moves on after 20 us), as it would
@@ -297,12 +310,7 @@ static long try_check(struct io *io, const struct sc *s)
 		return r;
 	if (r == 0)
 		return -EAGAIN;
-	blk_enter();
-	r = sc_do(s);
-	if (unlikely(r == -EPIPE || r == -EFBIG) && hook_sigerr)
-		hook_sigerr((int)-r); /* on this OS thread (blk_exit) */
-	blk_exit();
-	return r;
+	return sc_blocking(s);
 }
 
 /* A file whose writes refuse RWF_NOWAIT (EOPNOTSUPP) but never wait for
@@ -395,10 +403,7 @@ static long try_hup(struct io *io, const struct sc *s)
 	struct pollfd p = { io->fd, POLLRDHUP, 0 };
 	if (sys3(SYS_poll, &p, 1, 0) != 1 || !(p.revents & POLLRDHUP))
 		return -EAGAIN;
-	blk_enter();
-	long r = sc_do(s);
-	blk_exit();
-	return r;
+	return sc_blocking(s);
 }
 
 long io_try(struct io *io, const struct sc *s)
@@ -407,10 +412,7 @@ long io_try(struct io *io, const struct sc *s)
 	long r = 0;
 	if (zerolen(s) || (!(io->kind & PD_SOCK) && sockcall(s)) || wcall(io)) {
 		/* the call itself, under entersyscall all the same */
-		blk_enter();
-		r = sc_do(s);
-		blk_exit();
-		return r;
+		return sc_blocking(s);
 	}
 	if (io->kind & PD_SOCK) {
 		r = try_sock(s, &done);
@@ -437,13 +439,10 @@ long io_try(struct io *io, const struct sc *s)
 			else
 				atomic_fetch_and(&io->r.d->flags, ~(uint32_t)PD_NOWAIT);
 			io->kind = drop ? io->kind | drop : 0;
-			if (drop == PD_WCALL) {
-				blk_enter();
-				r = sc_do(s);
-				blk_exit();
-			} else {
+			if (drop == PD_WCALL)
+				r = sc_blocking(s);
+			else
 				done = false;
-			}
 		}
 	}
 	return done ? r : try_check(io, s);
