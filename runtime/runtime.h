@@ -66,6 +66,7 @@ void notesleep(struct note *n);
 bool notetsleep(struct note *n, int64_t ns); /* false on timeout */
 
 int64_t nanotime(void); /* CLOCK_MONOTONIC, ns */
+int ncpu(void); /* CPUs the process may run on (sync.c) */
 /* clock_gettime through the vDSO (vdso.c): 0 or -errno, errno untouched */
 int rt_clock_gettime(clockid_t c, struct timespec *ts);
 _Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
