@@ -27,8 +27,10 @@
  * offsets are x86-64 ABI (gcc reads the canary at %fs:0x28).  Anything
  * missing: `weft: ...` once and shared TLS.
  *
- * The block lives at the top of the G's own stack (gstart reserves it, as
- * glibc does), so it costs no mapping of its own.
+ * The block lives in an interleaved slot, its TCB in the dead jemalloc
+ * state of its neighbour's ("the interleaved slots" below: a stride of
+ * ~2.9 KiB a block), or, where the program's TLS does not allow that, at
+ * the top of the G's own stack (gstart reserves it, as glibc does).
  *
  * The runtime's own thread-locals stay right whatever FS points at: tls_m
  * is initial-exec, at the same offset from the thread pointer in every
