@@ -29,7 +29,7 @@
  *
  * The block lives in an interleaved slot, its TCB in the dead jemalloc
  * state of its neighbour's ("the interleaved slots" below: a stride of
- * ~2.9 KiB a block), or, where the program's TLS does not allow that, at
+ * ~2.9-3.2 KiB a block), or, where the program's TLS does not allow that, at
  * the top of the G's own stack (gstart reserves it, as glibc does).
  *
  * The runtime's own thread-locals stay right whatever FS points at: tls_m
@@ -183,16 +183,19 @@ static _Atomic bool tls_grown;       /* static TLS taken by a later dlopen: whol
  * 5.1 KiB, two pages or three with the stack's first frames.
  *
  * So Gs' blocks are laid in a row of slots, each the next one's stride S
- * below the last, S no larger than the dead tsd: a slot's TCB and top part
- * lie in the dead tsd of the slot above it, and its part below the tsd in
+ * below the last, S no larger than the dead part (the tsd and alloc.c's
+ * weft_tlspad right above it, 3,152 bytes): a slot's TCB and top part lie
+ * in the dead part of the slot above it, and its part below the tsd in
  * that of the slot below it.  With H the top part (TCB and everything from
- * the tsd up), J the tsd and L the part below it, slot i+1's top part
- * fits in slot i's tsd when H <= S <= J, slot i's bottom part in slot
- * i+1's tsd when L <= S <= J, and slot i+2's top part stays below slot i's
- * bottom part when 2S >= H + J + L.  A block then costs S bytes (2,560 for
- * a C program whose only other TLS is libc's) apart from its stack, which
- * is the stack a G with shared TLS has.  Programs with more TLS above or
- * below the tsd (H + L > J) keep the blocks at the stack top.  A slot's
+ * the dead part up), J the dead part and L the part below it, slot i+1's
+ * top part fits in slot i's dead part when H <= S <= J, slot i's bottom
+ * part in slot i+1's when L <= S <= J, and slot i+2's top part stays below
+ * slot i's bottom part when 2S >= H + J + L.  A block then costs S bytes
+ * (2,944 for a C program with 80 bytes of TLS whose only library TLS is
+ * libc's) apart from its stack, which is the stack a G with shared TLS
+ * has.  Programs with more TLS above or below the dead part (H + L > J,
+ * about 700 bytes of TLS besides the TCB and the runtime's) keep the
+ * blocks at the stack top.  A slot's
  * tsd bytes are its neighbours': nothing may write there through a G's
  * block (the invariant above), nor zero or copy them (slot_clear,
  * scratch_alloc).  The resolver state goes into struct pthread's own res
