@@ -223,6 +223,7 @@ struct g {
 	void *tlsmem;             /* its block's own allocation when not at its
 	                           * stack top (tls.c, after a dlopen took static
 	                           * TLS), or NULL */
+	bool tlsslot;             /* its block is in an interleaved slot (tls.c) */
 };
 
 /* ---- signals blocked per G in the kernel (the preload shim's) ------------ */
@@ -785,6 +786,11 @@ struct tlsinfo {
 	                      * included) and the resolver state */
 	size_t used;         /* static TLS the modules use, below the TCB */
 	bool resdead;        /* a G's resolver state in jemalloc's dead tsd */
+	size_t slot;         /* stride of the interleaved slots Gs' blocks take
+	                      * (tls.c, "slots"), or 0: blocks at stack tops */
+	size_t jehi, jelo;   /* jemalloc's tsd lies jehi..jelo bytes below the
+	                      * thread pointer (jehi < jelo), 0 if not found */
+	long off_res;        /* offsetof(struct pthread, res), or -1 */
 	long off_tid;        /* offsetof(struct pthread, tid) */
 	long off_specific;   /* offsetof(struct pthread, specific) */
 	long off_list;       /* offsetof(struct pthread, list) */
@@ -870,6 +876,7 @@ struct weftenv {
 	int64_t kickdelay_ns;  /* WEFT_DEBUG=kickdelay=<us>: a kick's asker naps this long
 	                        * between its ask and its signal (tests: kwait.c) */
 	bool nog0keep;         /* WEFT_DEBUG=g0keep=0: the scheduler loads its M's own TLS (tls.c) */
+	bool notlsslot;        /* WEFT_DEBUG=tlsslot=0: Gs' TLS blocks at their stack tops (tls.c) */
 };
 extern struct weftenv weftenv;
 void envinit(void);
