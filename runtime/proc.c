@@ -242,7 +242,12 @@ static inline __attribute__((always_inline)) struct g *runqget_ring(struct p *pp
  * waiting ~2 us anyway.  Registered once before any M runs; without
  * membarrier, every take is a CAS as before.  A registration is kept by
  * a fork child (same mm) and dropped by exec. */
-static bool rnasym;
+bool rnasym;
+
+int rt_membarrier(void)
+{
+	return (int)sys3(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+}
 
 static void rnasym_init(void)
 {
@@ -1147,8 +1152,14 @@ static void gleave(struct m *m, struct g *gp)
 /* Park the running G.  See runtime.h. */
 void gopark(bool (*unlockf)(struct g *, void *), void *arg, int reason)
 {
-	struct m *m = rt_enter();
+	struct m *m = getm();
 	struct g *gp = m->curg;
+	/* called from inside the runtime (a channel, a waiter: rtdepth > 0)
+	 * the bracket would only count up and down; only an outermost call
+	 * makes it, for its checks of sysmon's flags */
+	bool outer = gp->rtdepth == 0;
+	if (outer)
+		rt_enter_g(m, gp);
 	atomic_store_explicit(&gp->waitreason, (uint8_t)reason, memory_order_relaxed);
 	atomic_store_explicit(&gp->waitsince, atomic_load_explicit(&coarsenow, memory_order_relaxed),
 			      memory_order_relaxed);
@@ -1157,7 +1168,8 @@ void gopark(bool (*unlockf)(struct g *, void *), void *arg, int reason)
 	m->aftergp = gp;
 	m->afterarg = arg;
 	gleave(m, gp);
-	rt_leave();
+	if (outer)
+		rt_leave();
 }
 
 static void ready(struct g *gp, bool next);
@@ -1175,24 +1187,28 @@ void goready_tail(struct g *gp)
 /* Make gp runnable: on this P's queue if we hold one, else globally. */
 static void ready(struct g *gp, bool next)
 {
-	struct m *m = rt_enter();
+	struct m *m = getm();
+	struct g *cur = m ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
+	/* the bracket only for an outermost call on a G (as gopark) */
+	bool outer = cur && cur->rtdepth == 0;
+	if (outer)
+		rt_enter_g(m, cur);
 	atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
 	atomic_store_explicit(&gp->waitreason, W_NONE, memory_order_relaxed);
 	if (m && m->p) {
-		runqput(m->p, gp, next);
+		runqput_inl(m->p, gp, next);
 		/* with one P, ours runs gp: no idle P to wake, and no point
 		 * in ending another M's kernel wait (kwait_wakeone: a seq_cst
 		 * fence per ready, 2 per channel round trip) to run it beside
 		 * us (a spare there ran an M stuck elsewhere) */
-		if (atomic_load_explicit(&sched.gomaxprocs, memory_order_relaxed) == 1) {
-			rt_leave();
-			return;
-		}
+		if (atomic_load_explicit(&sched.gomaxprocs, memory_order_relaxed) != 1)
+			wakep();
 	} else {
 		globrunqput(gp);
+		wakep();
 	}
-	wakep();
-	rt_leave();
+	if (outer)
+		rt_leave_g(m, cur);
 }
 
 static bool after_runqput(struct g *gp, void *arg)

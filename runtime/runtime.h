@@ -390,6 +390,12 @@ struct p {
 	/* unbuffered channel hand-offs through the rendezvous word, no lock
 	 * (chan.c; weft_stats: owner load+store, relaxed) */
 	_Atomic uint64_t nchanfast;
+	/* the channel whose rendezvous word this P's holder is changing with
+	 * plain stores right now (chan.c, "owned words"), else NULL: written
+	 * by the P's holder only (release), read by a revoker (acquire) */
+	_Atomic(void *) rdvc;
+	/* of nchanfast, those made so (owner load+store, relaxed) */
+	_Atomic uint64_t nchanowned;
 
 	struct g *gfree;          /* dead Gs with their stacks, for reuse */
 	int32_t gfreecnt;
@@ -482,10 +488,18 @@ struct sched {
 	_Atomic int64_t nkwaitkick;    /* kernel waits asked to end (kwait_kick) */
 	_Atomic int64_t nnetpoll;      /* epoll waits of the netpoller (any timeout) */
 	_Atomic int64_t nsysmonwake;   /* sysmon rounds (each one sleep) */
+	_Atomic int64_t nchanunbias;   /* channels' words taken from their owner P (chan.c) */
 	_Atomic int64_t nstatreads;    /* sysmon's reads of /proc/self/task/TID/stat */
 };
 
 extern struct sched sched;
+/* MEMBARRIER_CMD_PRIVATE_EXPEDITED is registered (proc.c): an owner's
+ * plain store-then-load against a rare party's barrier (runnext, stack
+ * counts, owned channel words) */
+extern bool rnasym;
+/* With rnasym: every running thread of the process passes a full
+ * barrier (MEMBARRIER_CMD_PRIVATE_EXPEDITED).  0, or -errno. */
+int rt_membarrier(void);
 /* allp[0..nallp): every P made so far.  A new P is stored in allp
  * before nallp grows (seq_cst, so release); read nallp first, with at
  * least acquire, and only allp[i] below it: the P is then seen whole. */
