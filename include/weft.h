@@ -270,10 +270,6 @@ typedef struct weft_stats {
 	int64_t thread_state_reads; /* the monitor's reads of a thread's state in /proc */
 	int64_t chan_fast_handoffs; /* unbuffered channel hand-offs made without the
 	                            * channel's lock (one party waiting alone) */
-	int64_t chan_owned_handoffs; /* of those, made by the channel's owner P with
-	                            * plain stores (no locked instruction) */
-	int64_t chan_unbiases;     /* channels whose owner P gave up its word because
-	                            * another P or a thread used it (one barrier each) */
 } weft_stats_t;
 
 /* Fill *st.  0, or -1 with EINVAL for NULL.

@@ -83,10 +83,6 @@ struct weft_chan {
 	char *slots;
 	/* unbuffered: the rendezvous word (RDV_*, "the rendezvous word") */
 	_Atomic uintptr_t rdv;
-	/* unbuffered: the P whose holder may change rdv with plain stores
-	 * (a struct p *), OWNER_REVOKING while another party takes that
-	 * right away, 0 once taken (for good): "owned words" */
-	_Atomic uintptr_t owner;
 	/* under lock */
 	struct lock lock;
 	uint32_t closed;   /* 0 or 1, set under lock (and the tail mark bit) */
@@ -239,111 +235,9 @@ static inline struct waiter *rdv_waiter(uintptr_t x)
 	return (struct waiter *)(x & ~RDV_DIR);
 }
 
-/* ---- owned words -------------------------------------------------------------
- *
- * Each CAS on the word is a locked instruction (~5.5 ns here, more right
- * after a switch, whose stores it waits for): 4 per round trip.  Most
- * channels are used by the Gs of one P, which never run at the same
- * time.  So a channel made on a G belongs to its P (c->owner), and the
- * holder of that P changes the word with plain stores, inside a
- * "section" it announces in p->rdvc (rdv_acquire .. rdv_release).  Any
- * other party - a G on another P, a plain thread - first takes the word
- * from the owner for good (rdv_unbias), and from then on everyone CASes
- * as above.  The owner's announcement is a plain store followed by a
- * plain load of c->owner (no fence); the revoker stores OWNER_REVOKING,
- * then makes every thread pass a full barrier (membarrier, as for
- * runnext in proc.c: Dice, Lev and Moir's asymmetric Dekker), then waits
- * while the owner's p->rdvc names c.  The owner's program has a point B
- * inside that barrier: a section announced before B is seen by the
- * revoker, who waits for its end; a section announced after B sees
- * OWNER_REVOKING and does not start (its party takes the CAS path, which
- * waits for the revocation to end).  Java's biased locking had the same
- * shape (Kawachiya, Koseki and Onodera, "Lock reservation", 2002), with
- * a safepoint where this has a barrier.  The price - a system call - is
- * paid once per channel that two Ps (or a thread) use; a channel made
- * off a G, on a spare P, or without membarrier (rnasym) has no owner. */
-#define OWNER_REVOKING ((uintptr_t)1)
-
-/* The P the running context holds (a G's, or the scheduler's right
- * after a switch), or NULL on a plain thread. */
-static inline struct p *rdv_p(void)
-{
-	struct m *m = getm();
-	return m ? m->p : NULL;
-}
-
-/* Open a section on c's word for pp: true if pp owns it, and may then
- * change it with plain stores until rdv_release(pp). */
-static inline bool rdv_acquire(struct weft_chan *c, struct p *pp)
-{
-	/* relaxed: a hint; the load after the announcement decides */
-	if (!pp || atomic_load_explicit(&c->owner, memory_order_relaxed) != (uintptr_t)pp)
-		return false;
-	/* release: a revoker that reads c here, not an earlier NULL, still
-	 * sees our earlier sections' stores (a relaxed store would end the
-	 * NULL's release sequence) */
-	atomic_store_explicit(&pp->rdvc, (void *)c, memory_order_release);
-	/* compiler only: the store-load order is the revoker's membarrier's
-	 * business (above) */
-	atomic_signal_fence(memory_order_seq_cst);
-	if (likely(atomic_load_explicit(&c->owner, memory_order_relaxed) == (uintptr_t)pp))
-		return true;
-	atomic_store_explicit(&pp->rdvc, NULL, memory_order_release);
-	return false;
-}
-
-static inline void rdv_release(struct p *pp)
-{
-	/* release: the section's stores to the word before a revoker's
-	 * acquire load of rdvc */
-	atomic_store_explicit(&pp->rdvc, NULL, memory_order_release);
-}
-
-/* Take c's word from its owner op (c->owner is OWNER_REVOKING, ours). */
-static __attribute__((noinline)) void rdv_revoke(struct weft_chan *c, struct p *op)
-{
-	/* every thread of the process passes a full barrier: a section
-	 * announced before it is seen below, one after it sees REVOKING */
-	if (rt_membarrier() != 0)
-		fatal("channel: membarrier failed after it was registered");
-	/* acquire: the last section's stores to the word before our CAS */
-	for (int spins = 0; atomic_load_explicit(&op->rdvc, memory_order_acquire) == (void *)c;)
-		relax(spins++);
-	atomic_fetch_add_explicit(&sched.nchanunbias, 1, memory_order_relaxed);
-	/* release: the owner's stores, seen above, before the acquire of
-	 * any party that then finds 0 (rdv_unbias) */
-	atomic_store_explicit(&c->owner, 0, memory_order_release);
-}
-
-/* Before a CAS on c's word by a party on pp (NULL: a plain thread):
- * unless c has no owner or pp owns it (its holder's CAS and sections
- * never overlap), take the word from its owner, or wait for whoever is
- * taking it. */
-static inline void rdv_unbias(struct weft_chan *c, struct p *pp)
-{
-	for (int spins = 0;;) {
-		/* acquire: pairs with rdv_revoke's release of 0, after the
-		 * owner's last plain store: our CAS then comes after that
-		 * store in the word's modification order */
-		uintptr_t o = atomic_load_explicit(&c->owner, memory_order_acquire);
-		if (likely(o == 0) || o == (uintptr_t)pp)
-			return;
-		if (o == OWNER_REVOKING) {
-			relax(spins++);
-			continue;
-		}
-		/* seq_cst: before the barrier rdv_revoke makes */
-		if (atomic_compare_exchange_weak(&c->owner, &o, OWNER_REVOKING)) {
-			rdv_revoke(c, (struct p *)o);
-			return;
-		}
-	}
-}
-
 /* c->lock held: move the word's waiter (if any) to its queue and seal. */
 static void rdv_seal(struct weft_chan *c)
 {
-	rdv_unbias(c, rdv_p());
 	uintptr_t x = atomic_load_explicit(&c->rdv, memory_order_acquire);
 	while (x != RDV_SEALED) {
 		/* acquire: w's fields, written before its publication */
@@ -693,20 +587,17 @@ static int urecv_locked(struct weft_chan *c, void *elem)
 
 /* ---- unbuffered: the lock-free rendezvous ---------------------------------- */
 
-/* w was taken from the word (ours alone) by a party on pp (NULL: a
- * plain thread), owned: in a section: complete it with a value and wake
- * it.  Its G sleeps until the wake, so w stays valid.  Counted for
- * weft_stats in pp's counters (only its holder writes them: a load and
- * a store, no RMW). */
-static inline void rdv_done(struct waiter *w, struct p *pp, bool owned)
+/* w was taken from the word (ours alone) by a party on m (NULL: a
+ * plain thread): complete it with a value and wake it.  Its G sleeps
+ * until the wake, so w stays valid.  A fast hand-off made, for
+ * weft_stats: a counter of our P's (only its holder writes it, so a
+ * load and a store, no RMW). */
+static inline void rdv_done(struct waiter *w, struct m *m)
 {
 	w->result = RES_VALUE;
-	waiter_claim_wake_g(w);
-	if (pp) {
-		mtally(&pp->nchanfast);
-		if (owned)
-			mtally(&pp->nchanowned);
-	}
+	waiter_claim_wake_gm(w, m);
+	if (m && m->p)
+		mtally(&m->p->nchanfast);
 }
 
 struct rdvpark {
@@ -720,27 +611,12 @@ static bool rdv_commit(struct g *gp, void *arg)
 {
 	(void)gp;
 	struct rdvpark *pk = arg;
-	struct weft_chan *c = pk->c;
-	/* before the publication: once published, the G may be taken,
-	 * readied and running on another M, returning from the frame pk
-	 * lives in */
+	/* before the CAS: once published, the G may be taken, readied and
+	 * running on another M, returning from the frame pk lives in */
 	pk->parked = true;
-	struct p *pp = rdv_p();
-	if (rdv_acquire(c, pp)) {
-		bool empty = atomic_load_explicit(&c->rdv, memory_order_relaxed) == 0;
-		/* release: w's fields before a taker's acquire load */
-		if (empty)
-			atomic_store_explicit(&c->rdv, pk->word, memory_order_release);
-		rdv_release(pp);
-		if (empty)
-			return true;
-		pk->parked = false;
-		return false;
-	}
-	rdv_unbias(c, pp);
 	uintptr_t zero = 0;
 	/* release: w's fields before a taker's acquire CAS */
-	if (atomic_compare_exchange_strong_explicit(&c->rdv, &zero, pk->word,
+	if (atomic_compare_exchange_strong_explicit(&pk->c->rdv, &zero, pk->word,
 						    memory_order_release, memory_order_relaxed))
 		return true;
 	pk->parked = false; /* nothing published: we are readied to look again */
@@ -751,10 +627,11 @@ static bool rdv_commit(struct g *gp, void *arg)
  * True once a taker (or close, through the queue a seal put w on) has
  * completed it: w->result says how.  False if the word was not 0 when
  * the commit tried: look again. */
-static bool rdv_park(struct weft_chan *c, struct waiter *w, uintptr_t dir, int reason)
+static bool rdv_park(struct weft_chan *c, struct m *m, struct waiter *w, uintptr_t dir,
+		     int reason)
 {
 	struct rdvpark pk = { c, (uintptr_t)w | dir, false };
-	gopark(rdv_commit, &pk, reason);
+	gopark_g(m, w->g, rdv_commit, &pk, reason);
 	if (!pk.parked)
 		return false;
 	/* acquire: pairs with the taker's release store in waiter_claim */
@@ -762,13 +639,19 @@ static bool rdv_park(struct weft_chan *c, struct waiter *w, uintptr_t dir, int r
 	return true;
 }
 
-/* Can the running G park through the word?  A G (a plain thread sleeps
- * on a note: the locked path), whose wait nothing but a counterpart or
- * close may end (no interruption asked for). */
-static inline bool rdv_parker(void)
+/* Can gp (the running G, or NULL on a plain thread) park through the
+ * word?  A G (a plain thread sleeps on a note: the locked path), whose
+ * wait nothing but a counterpart or close may end (no interruption
+ * asked for). */
+static inline bool rdv_parker(struct g *gp)
 {
-	struct g *gp = getg();
 	return gp && !gp->introk;
+}
+
+/* The running G of m (NULL: a plain thread, m NULL). */
+static inline struct g *rdv_g(struct m *m)
+{
+	return m ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
 }
 
 static int usend_slow(struct weft_chan *c, const void *elem, bool block)
@@ -811,104 +694,78 @@ static int urecv_slow(struct weft_chan *c, void *elem, bool block)
 	return w.result;
 }
 
-/* A party on pp finds a waiter of direction dir in c's word and takes
- * it (the word back to 0): *x is the word as found.  Owned by pp, that
- * is a load and a plain store in a section; else a CAS (after
- * rdv_unbias).  Returns the waiter taken, or NULL with *x the word
- * (not dir's waiter, or a CAS lost: look again).  *owned: taken so. */
-static inline struct waiter *rdv_take(struct weft_chan *c, struct p *pp, uintptr_t dir,
-				      uintptr_t *x, bool *owned)
-{
-	if (rdv_acquire(c, pp)) {
-		/* acquire: the waiter's fields (its publication's release) */
-		uintptr_t v = atomic_load_explicit(&c->rdv, memory_order_acquire);
-		bool take = (v & RDV_DIR) == dir;
-		if (take)
-			atomic_store_explicit(&c->rdv, 0, memory_order_relaxed);
-		rdv_release(pp);
-		*x = v;
-		*owned = true;
-		return take ? rdv_waiter(v) : NULL;
-	}
-	*owned = false;
-	rdv_unbias(c, pp);
-	uintptr_t v = atomic_load_explicit(&c->rdv, memory_order_relaxed);
-	*x = v;
-	/* acquire: the waiter's fields, written before its publication */
-	if ((v & RDV_DIR) == dir &&
-	    atomic_compare_exchange_strong_explicit(&c->rdv, x, 0, memory_order_acquire,
-						    memory_order_relaxed))
-		return rdv_waiter(v);
-	return NULL;
-}
-
+/* m: getm() of the caller, inside the runtime bracket (chansend) */
 static int usend(struct weft_chan *c, struct m *m, const void *elem, bool block)
 {
-	struct p *pp = m ? m->p : NULL;
+	uintptr_t x = atomic_load_explicit(&c->rdv, memory_order_relaxed);
 	for (;;) {
-		uintptr_t x;
-		bool owned;
-		struct waiter *r = rdv_take(c, pp, RDV_RECV, &x, &owned);
-		if (r) {
-			/* a receiver waited alone: it is ours */
+		if ((x & RDV_DIR) == RDV_RECV) {
+			/* a receiver waits alone: take it (acquire: its fields) */
+			if (!atomic_compare_exchange_weak_explicit(&c->rdv, &x, 0,
+								   memory_order_acquire,
+								   memory_order_relaxed))
+				continue;
+			struct waiter *r = rdv_waiter(x);
 			if (r->elem)
 				elemcopy(r->elem, elem, c->elemsize);
-			rdv_done(r, pp, owned);
+			rdv_done(r, m);
 			return 0;
 		}
-		if ((x & RDV_DIR) == RDV_RECV)
-			continue; /* a CAS lost to another party */
 		if (x == RDV_SEALED)
 			return usend_slow(c, elem, block);
 		/* open, and no receiver waits */
 		if (!block)
 			return -EAGAIN;
-		if (x != 0 || !rdv_parker())
+		struct g *gp = rdv_g(m);
+		if (x != 0 || !rdv_parker(gp))
 			return usend_slow(c, elem, block); /* a sender waits already */
 		struct waiter w;
 		/* excl: nothing but whoever takes it from the word (or the
 		 * queue a seal moved it to) ends this wait */
-		waiter_init_g(&w, getg());
+		waiter_init_g(&w, gp);
 		w.elem = (void *)elem;
-		if (rdv_park(c, &w, RDV_SEND, W_CHAN_SEND))
+		if (rdv_park(c, m, &w, RDV_SEND, W_CHAN_SEND))
 			return w.result == RES_VALUE ? 0 : -EPIPE; /* taken, or close */
-		pp = rdv_p(); /* readied to look again, perhaps on another P */
+		m = getm(); /* readied to look again, perhaps on another M */
+		x = atomic_load_explicit(&c->rdv, memory_order_relaxed);
 	}
 }
 
 static int urecv(struct weft_chan *c, struct m *m, void *elem, bool block)
 {
-	struct p *pp = m ? m->p : NULL;
+	uintptr_t x = atomic_load_explicit(&c->rdv, memory_order_relaxed);
 	for (;;) {
-		uintptr_t x;
-		bool owned;
-		struct waiter *s = rdv_take(c, pp, RDV_SEND, &x, &owned);
-		if (s) {
-			/* a sender waited alone: it is ours */
+		if ((x & RDV_DIR) == RDV_SEND) {
+			/* a sender waits alone: take it (acquire: its fields) */
+			if (!atomic_compare_exchange_weak_explicit(&c->rdv, &x, 0,
+								   memory_order_acquire,
+								   memory_order_relaxed))
+				continue;
+			struct waiter *s = rdv_waiter(x);
 			if (elem)
 				elemcopy(elem, s->elem, c->elemsize);
-			rdv_done(s, pp, owned);
+			rdv_done(s, m);
 			return 1;
 		}
-		if ((x & RDV_DIR) == RDV_SEND)
-			continue; /* a CAS lost to another party */
 		if (x == RDV_SEALED)
 			return urecv_slow(c, elem, block);
 		if (!block)
 			return -EAGAIN;
-		if (x != 0 || !rdv_parker())
+		struct g *gp = rdv_g(m);
+		if (x != 0 || !rdv_parker(gp))
 			return urecv_slow(c, elem, block); /* a receiver waits already */
 		struct waiter w;
 		/* excl: nothing but whoever takes it from the word (or the
 		 * queue a seal moved it to) ends this wait */
-		waiter_init_g(&w, getg());
+		waiter_init_g(&w, gp);
 		w.elem = elem;
-		if (rdv_park(c, &w, RDV_RECV, W_CHAN_RECV)) {
+		if (rdv_park(c, m, &w, RDV_RECV, W_CHAN_RECV)) {
 			if (w.result == RES_CLOSED)
 				elemzero(elem, c->elemsize);
 			return w.result;
 		}
-		pp = rdv_p(); /* readied to look again, perhaps on another P */
+		m = getm(); /* readied to look again, perhaps on another M */
+		x = atomic_load_explicit(&c->rdv, memory_order_relaxed);
 	}
 }
 
@@ -931,14 +788,6 @@ weft_chan_t *weft_chan_make(size_t elem_size, size_t cap)
 	c->magic = CHAN_LIVE;
 	c->elemsize = elem_size;
 	c->cap = cap;
-	atomic_init(&c->owner, 0);
-	if (!cap && rnasym && !getenv("WEFT_XOWN")) {
-		/* made on a G: its P owns the word ("owned words"); not a
-		 * spare P, lent for a while (lendp) */
-		struct m *m = getm();
-		if (m && m->curg && m->p && !m->p->spare)
-			atomic_init(&c->owner, (uintptr_t)m->p);
-	}
 	if (cap) {
 		c->slotsize = slotsize;
 		c->slots = c->ring;

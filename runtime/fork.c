@@ -53,8 +53,6 @@ static void resetp(struct p *pp)
 	/* a take or steal of runnext (proc.c) that a parent thread was in */
 	atomic_store_explicit(&pp->rntaking, 0, memory_order_relaxed);
 	atomic_store_explicit(&pp->rnsteal, 0, memory_order_relaxed);
-	/* a channel word a parent thread was changing (chan.c) */
-	atomic_store_explicit(&pp->rdvc, NULL, memory_order_relaxed);
 	unlocked(&pp->timerslock);
 	for (int32_t i = 0; i < pp->ntimers; i++) {
 		pp->timers[i]->idx = -1;

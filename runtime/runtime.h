@@ -390,12 +390,6 @@ struct p {
 	/* unbuffered channel hand-offs through the rendezvous word, no lock
 	 * (chan.c; weft_stats: owner load+store, relaxed) */
 	_Atomic uint64_t nchanfast;
-	/* the channel whose rendezvous word this P's holder is changing with
-	 * plain stores right now (chan.c, "owned words"), else NULL: written
-	 * by the P's holder only (release), read by a revoker (acquire) */
-	_Atomic(void *) rdvc;
-	/* of nchanfast, those made so (owner load+store, relaxed) */
-	_Atomic uint64_t nchanowned;
 
 	struct g *gfree;          /* dead Gs with their stacks, for reuse */
 	int32_t gfreecnt;
@@ -488,18 +482,10 @@ struct sched {
 	_Atomic int64_t nkwaitkick;    /* kernel waits asked to end (kwait_kick) */
 	_Atomic int64_t nnetpoll;      /* epoll waits of the netpoller (any timeout) */
 	_Atomic int64_t nsysmonwake;   /* sysmon rounds (each one sleep) */
-	_Atomic int64_t nchanunbias;   /* channels' words taken from their owner P (chan.c) */
 	_Atomic int64_t nstatreads;    /* sysmon's reads of /proc/self/task/TID/stat */
 };
 
 extern struct sched sched;
-/* MEMBARRIER_CMD_PRIVATE_EXPEDITED is registered (proc.c): an owner's
- * plain store-then-load against a rare party's barrier (runnext, stack
- * counts, owned channel words) */
-extern bool rnasym;
-/* With rnasym: every running thread of the process passes a full
- * barrier (MEMBARRIER_CMD_PRIVATE_EXPEDITED).  0, or -errno. */
-int rt_membarrier(void);
 /* allp[0..nallp): every P made so far.  A new P is stored in allp
  * before nallp grows (seq_cst, so release); read nallp first, with at
  * least acquire, and only allp[i] below it: the P is then seen whole. */
@@ -559,6 +545,13 @@ void gopark(bool (*unlockf)(struct g *gp, void *arg), void *arg, int reason);
  * should); goready_tail queues it behind the others (timers: FIFO). */
 void goready(struct g *gp);
 void goready_tail(struct g *gp);
+/* gopark and goready for a caller inside the runtime bracket (rtdepth >
+ * 0) that knows its M (and, parking, its running G gp): the same without
+ * the bracket or the look-up.  goready_m's m may be NULL (a plain
+ * thread).  After gopark_g the G may run on another M: re-read getm(). */
+void gopark_g(struct m *m, struct g *gp, bool (*unlockf)(struct g *gp, void *arg), void *arg,
+	      int reason);
+void goready_m(struct m *m, struct g *gp);
 /* Leave / re-enter user code around a call that may block the OS thread:
  * sysmon hands the P to another M if the call takes longer than 20 us. */
 void entersyscall(void);
@@ -957,6 +950,13 @@ static inline void waiter_claim_wake_g(struct waiter *w)
 	struct g *gp = w->g;
 	atomic_store_explicit(&gp->waitstate, w->seq << 2 | WS_WOKEN, memory_order_release);
 	goready(gp);
+}
+/* The same from m (NULL: a plain thread) inside the runtime bracket. */
+static inline void waiter_claim_wake_gm(struct waiter *w, struct m *m)
+{
+	struct g *gp = w->g;
+	atomic_store_explicit(&gp->waitstate, w->seq << 2 | WS_WOKEN, memory_order_release);
+	goready_m(m, gp);
 }
 /* Interrupt gp's wait if it is parked in an interruptible one (one it
  * began with introk set), else at its next: that wait then ends as a

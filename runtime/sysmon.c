@@ -547,11 +547,6 @@ static void stats_fill(weft_stats_t *st)
 	for (int32_t i = 0; i < nall; i++)
 		fast += (int64_t)atomic_load_explicit(&allp[i]->nchanfast, memory_order_relaxed);
 	st->chan_fast_handoffs = fast;
-	int64_t owned = 0;
-	for (int32_t i = 0; i < nall; i++)
-		owned += (int64_t)atomic_load_explicit(&allp[i]->nchanowned, memory_order_relaxed);
-	st->chan_owned_handoffs = owned;
-	st->chan_unbiases = atomic_load(&sched.nchanunbias);
 	st->thread_state_reads = atomic_load(&sched.nstatreads);
 }
 
