@@ -587,22 +587,17 @@ static int urecv_locked(struct weft_chan *c, void *elem)
 
 /* ---- unbuffered: the lock-free rendezvous ---------------------------------- */
 
-/* A fast hand-off made, for weft_stats (a counter of our P's: only its
- * owner writes it, so a load and a store, no RMW). */
-static inline void rdv_count(void)
-{
-	struct m *m = getm();
-	if (m && m->p)
-		mtally(&m->p->nchanfast);
-}
-
-/* w was taken from the word (ours alone): complete it with value ok
- * and wake it.  Its G sleeps until the wake, so w stays valid. */
-static inline void rdv_done(struct waiter *w)
+/* w was taken from the word (ours alone) by a party on m (NULL: a
+ * plain thread): complete it with a value and wake it.  Its G sleeps
+ * until the wake, so w stays valid.  A fast hand-off made, for
+ * weft_stats: a counter of our P's (only its holder writes it, so a
+ * load and a store, no RMW). */
+static inline void rdv_done(struct waiter *w, struct m *m)
 {
 	w->result = RES_VALUE;
-	waiter_claim_wake_g(w);
-	rdv_count();
+	waiter_claim_wake_gm(w, m);
+	if (m && m->p)
+		mtally(&m->p->nchanfast);
 }
 
 struct rdvpark {
@@ -632,10 +627,11 @@ static bool rdv_commit(struct g *gp, void *arg)
  * True once a taker (or close, through the queue a seal put w on) has
  * completed it: w->result says how.  False if the word was not 0 when
  * the commit tried: look again. */
-static bool rdv_park(struct weft_chan *c, struct waiter *w, uintptr_t dir, int reason)
+static bool rdv_park(struct weft_chan *c, struct m *m, struct waiter *w, uintptr_t dir,
+		     int reason)
 {
 	struct rdvpark pk = { c, (uintptr_t)w | dir, false };
-	gopark(rdv_commit, &pk, reason);
+	gopark_g(m, w->g, rdv_commit, &pk, reason);
 	if (!pk.parked)
 		return false;
 	/* acquire: pairs with the taker's release store in waiter_claim */
@@ -643,13 +639,19 @@ static bool rdv_park(struct weft_chan *c, struct waiter *w, uintptr_t dir, int r
 	return true;
 }
 
-/* Can the running G park through the word?  A G (a plain thread sleeps
- * on a note: the locked path), whose wait nothing but a counterpart or
- * close may end (no interruption asked for). */
-static inline bool rdv_parker(void)
+/* Can gp (the running G, or NULL on a plain thread) park through the
+ * word?  A G (a plain thread sleeps on a note: the locked path), whose
+ * wait nothing but a counterpart or close may end (no interruption
+ * asked for). */
+static inline bool rdv_parker(struct g *gp)
 {
-	struct g *gp = getg();
 	return gp && !gp->introk;
+}
+
+/* The running G of m (NULL: a plain thread, m NULL). */
+static inline struct g *rdv_g(struct m *m)
+{
+	return m ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
 }
 
 static int usend_slow(struct weft_chan *c, const void *elem, bool block)
@@ -692,7 +694,8 @@ static int urecv_slow(struct weft_chan *c, void *elem, bool block)
 	return w.result;
 }
 
-static int usend(struct weft_chan *c, const void *elem, bool block)
+/* m: getm() of the caller, inside the runtime bracket (chansend) */
+static int usend(struct weft_chan *c, struct m *m, const void *elem, bool block)
 {
 	uintptr_t x = atomic_load_explicit(&c->rdv, memory_order_relaxed);
 	for (;;) {
@@ -705,7 +708,7 @@ static int usend(struct weft_chan *c, const void *elem, bool block)
 			struct waiter *r = rdv_waiter(x);
 			if (r->elem)
 				elemcopy(r->elem, elem, c->elemsize);
-			rdv_done(r);
+			rdv_done(r, m);
 			return 0;
 		}
 		if (x == RDV_SEALED)
@@ -713,20 +716,22 @@ static int usend(struct weft_chan *c, const void *elem, bool block)
 		/* open, and no receiver waits */
 		if (!block)
 			return -EAGAIN;
-		if (x != 0 || !rdv_parker())
+		struct g *gp = rdv_g(m);
+		if (x != 0 || !rdv_parker(gp))
 			return usend_slow(c, elem, block); /* a sender waits already */
 		struct waiter w;
 		/* excl: nothing but whoever takes it from the word (or the
 		 * queue a seal moved it to) ends this wait */
-		waiter_init_g(&w, getg());
+		waiter_init_g(&w, gp);
 		w.elem = (void *)elem;
-		if (rdv_park(c, &w, RDV_SEND, W_CHAN_SEND))
+		if (rdv_park(c, m, &w, RDV_SEND, W_CHAN_SEND))
 			return w.result == RES_VALUE ? 0 : -EPIPE; /* taken, or close */
+		m = getm(); /* readied to look again, perhaps on another M */
 		x = atomic_load_explicit(&c->rdv, memory_order_relaxed);
 	}
 }
 
-static int urecv(struct weft_chan *c, void *elem, bool block)
+static int urecv(struct weft_chan *c, struct m *m, void *elem, bool block)
 {
 	uintptr_t x = atomic_load_explicit(&c->rdv, memory_order_relaxed);
 	for (;;) {
@@ -739,25 +744,27 @@ static int urecv(struct weft_chan *c, void *elem, bool block)
 			struct waiter *s = rdv_waiter(x);
 			if (elem)
 				elemcopy(elem, s->elem, c->elemsize);
-			rdv_done(s);
+			rdv_done(s, m);
 			return 1;
 		}
 		if (x == RDV_SEALED)
 			return urecv_slow(c, elem, block);
 		if (!block)
 			return -EAGAIN;
-		if (x != 0 || !rdv_parker())
+		struct g *gp = rdv_g(m);
+		if (x != 0 || !rdv_parker(gp))
 			return urecv_slow(c, elem, block); /* a receiver waits already */
 		struct waiter w;
 		/* excl: nothing but whoever takes it from the word (or the
 		 * queue a seal moved it to) ends this wait */
-		waiter_init_g(&w, getg());
+		waiter_init_g(&w, gp);
 		w.elem = elem;
-		if (rdv_park(c, &w, RDV_RECV, W_CHAN_RECV)) {
+		if (rdv_park(c, m, &w, RDV_RECV, W_CHAN_RECV)) {
 			if (w.result == RES_CLOSED)
 				elemzero(elem, c->elemsize);
 			return w.result;
 		}
+		m = getm(); /* readied to look again, perhaps on another M */
 		x = atomic_load_explicit(&c->rdv, memory_order_relaxed);
 	}
 }
@@ -829,8 +836,8 @@ static int chansend(weft_chan_t *c, const void *elem, bool block)
 {
 	if (!chan_ok(c) || unlikely(!elem && c->elemsize))
 		return -EINVAL;
-	rt_enter();
-	int r = c->cap ? bsend(c, elem, block) : usend(c, elem, block);
+	struct m *m = rt_enter();
+	int r = c->cap ? bsend(c, elem, block) : usend(c, m, elem, block);
 	rt_leave();
 	return r;
 }
@@ -839,8 +846,8 @@ static int chanrecv(weft_chan_t *c, void *elem, bool block)
 {
 	if (!chan_ok(c))
 		return -EINVAL;
-	rt_enter();
-	int r = c->cap ? brecv(c, elem, block) : urecv(c, elem, block);
+	struct m *m = rt_enter();
+	int r = c->cap ? brecv(c, elem, block) : urecv(c, m, elem, block);
 	rt_leave();
 	return r;
 }

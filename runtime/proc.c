@@ -1144,11 +1144,10 @@ static void gleave(struct m *m, struct g *gp)
 	gswitch_inl(m, gp, next);
 }
 
-/* Park the running G.  See runtime.h. */
-void gopark(bool (*unlockf)(struct g *, void *), void *arg, int reason)
+/* Park gp, running on m, inside the runtime (rtdepth > 0).  See runtime.h. */
+void gopark_g(struct m *m, struct g *gp, bool (*unlockf)(struct g *, void *), void *arg,
+	      int reason)
 {
-	struct m *m = rt_enter();
-	struct g *gp = m->curg;
 	atomic_store_explicit(&gp->waitreason, (uint8_t)reason, memory_order_relaxed);
 	atomic_store_explicit(&gp->waitsince, atomic_load_explicit(&coarsenow, memory_order_relaxed),
 			      memory_order_relaxed);
@@ -1157,10 +1156,60 @@ void gopark(bool (*unlockf)(struct g *, void *), void *arg, int reason)
 	m->aftergp = gp;
 	m->afterarg = arg;
 	gleave(m, gp);
-	rt_leave();
 }
 
-static void ready(struct g *gp, bool next);
+/* Park the running G.  See runtime.h. */
+void gopark(bool (*unlockf)(struct g *, void *), void *arg, int reason)
+{
+	struct m *m = getm();
+	struct g *gp = m->curg;
+	/* from inside the runtime (a channel, a waiter: rtdepth > 0) the
+	 * bracket would only count up and down; an outermost call makes it,
+	 * for its checks of sysmon's flags */
+	if (gp->rtdepth) {
+		gopark_g(m, gp, unlockf, arg, reason);
+		return;
+	}
+	rt_enter_g(m, gp);
+	gopark_g(m, gp, unlockf, arg, reason);
+	rt_leave(); /* perhaps on another M now */
+}
+
+/* Make gp runnable, from m (NULL: a plain thread), whose running G if
+ * any is inside the runtime, or that runs no G: on m's P's queue if it
+ * holds one (runnext: next), else globally. */
+static inline __attribute__((always_inline)) void ready_m(struct m *m, struct g *gp, bool next)
+{
+	atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
+	atomic_store_explicit(&gp->waitreason, W_NONE, memory_order_relaxed);
+	if (m && m->p) {
+		runqput_inl(m->p, gp, next);
+		/* with one P, ours runs gp: no idle P to wake, and no point
+		 * in ending another M's kernel wait (kwait_wakeone: a seq_cst
+		 * fence per ready, 2 per channel round trip) to run it beside
+		 * us (a spare there ran an M stuck elsewhere) */
+		if (atomic_load_explicit(&sched.gomaxprocs, memory_order_relaxed) == 1)
+			return;
+	} else {
+		globrunqput(gp);
+	}
+	wakep();
+}
+
+/* Make gp runnable: on this P's queue if we hold one, else globally.
+ * The runtime bracket only for an outermost call on a G (as gopark). */
+static void ready(struct g *gp, bool next)
+{
+	struct m *m = getm();
+	struct g *cur = m ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
+	if (!cur || cur->rtdepth) {
+		ready_m(m, gp, next);
+		return;
+	}
+	rt_enter_g(m, cur);
+	ready_m(m, gp, next);
+	rt_leave_g(m, cur);
+}
 
 void goready(struct g *gp)
 {
@@ -1172,27 +1221,9 @@ void goready_tail(struct g *gp)
 	ready(gp, false);
 }
 
-/* Make gp runnable: on this P's queue if we hold one, else globally. */
-static void ready(struct g *gp, bool next)
+void goready_m(struct m *m, struct g *gp)
 {
-	struct m *m = rt_enter();
-	atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
-	atomic_store_explicit(&gp->waitreason, W_NONE, memory_order_relaxed);
-	if (m && m->p) {
-		runqput(m->p, gp, next);
-		/* with one P, ours runs gp: no idle P to wake, and no point
-		 * in ending another M's kernel wait (kwait_wakeone: a seq_cst
-		 * fence per ready, 2 per channel round trip) to run it beside
-		 * us (a spare there ran an M stuck elsewhere) */
-		if (atomic_load_explicit(&sched.gomaxprocs, memory_order_relaxed) == 1) {
-			rt_leave();
-			return;
-		}
-	} else {
-		globrunqput(gp);
-	}
-	wakep();
-	rt_leave();
+	ready_m(m, gp, true);
 }
 
 static bool after_runqput(struct g *gp, void *arg)

@@ -547,6 +547,13 @@ void gopark(bool (*unlockf)(struct g *gp, void *arg), void *arg, int reason);
  * should); goready_tail queues it behind the others (timers: FIFO). */
 void goready(struct g *gp);
 void goready_tail(struct g *gp);
+/* gopark and goready for a caller inside the runtime bracket (rtdepth >
+ * 0) that knows its M (and, parking, its running G gp): the same without
+ * the bracket or the look-up.  goready_m's m may be NULL (a plain
+ * thread).  After gopark_g the G may run on another M: re-read getm(). */
+void gopark_g(struct m *m, struct g *gp, bool (*unlockf)(struct g *gp, void *arg), void *arg,
+	      int reason);
+void goready_m(struct m *m, struct g *gp);
 /* Leave / re-enter user code around a call that may block the OS thread:
  * sysmon hands the P to another M if the call takes longer than 20 us. */
 void entersyscall(void);
@@ -951,6 +958,13 @@ static inline void waiter_claim_wake_g(struct waiter *w)
 	struct g *gp = w->g;
 	atomic_store_explicit(&gp->waitstate, w->seq << 2 | WS_WOKEN, memory_order_release);
 	goready(gp);
+}
+/* The same from m (NULL: a plain thread) inside the runtime bracket. */
+static inline void waiter_claim_wake_gm(struct waiter *w, struct m *m)
+{
+	struct g *gp = w->g;
+	atomic_store_explicit(&gp->waitstate, w->seq << 2 | WS_WOKEN, memory_order_release);
+	goready_m(m, gp);
 }
 /* Interrupt gp's wait if it is parked in an interruptible one (one it
  * began with introk set), else at its next: that wait then ends as a
