@@ -838,6 +838,16 @@ void tls_gbegin(struct g *gp)
 	char *hi = gp->stack.hi, *mem = NULL;
 	size_t reserve = tlsinfo.reserve;
 	bool resdead = tlsinfo.resdead;
+	/* Another thread holds the loader's TLS lock (a dlopen relocates:
+	 * loaderlock.c), which _dl_allocate_tls takes: wait parked, not in
+	 * glibc's lock, which would hold this M and its P while the holder,
+	 * a G, may wait for a G that only they would run (weft's own signal
+	 * Gs, first run during a resolver's wait, took both Ms of 2 Ps, and
+	 * the one the resolver waited for had none).  A G its holder made
+	 * has its block filled already (tls_gprep). */
+	if (!gp->tlsprep)
+		for (int64_t ns = 50000; unlikely(loaderlock_other()); ns = ns < 5000000 ? 2 * ns : ns)
+			weft_sleep(ns);
 	/* a prepared block (tls_gprep) shows where every module is: no
 	 * look at the loader, whose lock its maker may hold */
 	if (unlikely(!gp->tlsprep && tls_grew())) {

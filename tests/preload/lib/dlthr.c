@@ -9,7 +9,9 @@
  *               joins it
  *   ifunc_raw   the resolver makes a thread that writes to a pipe and
  *               waits for it in a raw read(2) (syscall(): a call nothing
- *               sees, which blocks the OS thread)
+ *               sees, which blocks the OS thread); the thread first asks
+ *               for its attributes (pthread_getattr_np), a call made
+ *               nowhere before
  *   ctor_join   a constructor (dl_load_lock held) makes a thread, joins it
  *   ctor_raw    a constructor, as ifunc_raw
  *
@@ -38,6 +40,12 @@ static void *adder(void *arg)
 static void *writer(void *arg)
 {
 	atomic_fetch_add(&ran, 1);
+	/* a call the program makes here for the first time (a preloaded
+	 * library that resolves its real functions on first use asks dlsym,
+	 * which waits for dl_load_lock) */
+	pthread_attr_t a;
+	if (pthread_getattr_np(pthread_self(), &a) != 0 || pthread_attr_destroy(&a) != 0)
+		abort();
 	char c = 'x';
 	if (write(pfd[1], &c, 1) != 1)
 		abort();
