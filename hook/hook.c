@@ -54,6 +54,14 @@ STARTUP_TEXT void hook_resolve_all(void)
 	errno_set(e);
 }
 
+extern void (*rt_hookresolve)(void) HIDDEN;
+
+/* The runtime calls hook_resolve_all through rt_hookresolve. */
+__attribute__((constructor)) static void hook_resolve_register(void)
+{
+	rt_hookresolve = hook_resolve_all;
+}
+
 /* ---- blocking calls ------------------------------------------------------ */
 
 /* The preload shim's: errno before the call, which runs with errno 0

@@ -2325,14 +2325,16 @@ static struct p *newp(int32_t id)
 
 static pthread_once_t startonce = PTHREAD_ONCE_INIT;
 void dump_init(void) __attribute__((weak));
-void hook_resolve_all(void) __attribute__((weak)); /* hook/hook.c */
+/* hook/hook.c's hook_resolve_all, set by its constructor (the runtime
+ * calls no name hook/ defines: design.md "Layering") */
+void (*rt_hookresolve)(void) HIDDEN;
 
 static void runtime_init_once(void)
 {
 	envinit();
 	allocinit();
-	if (hook_resolve_all)
-		hook_resolve_all(); /* no G or M calls dlsym for a hook */
+	if (rt_hookresolve)
+		rt_hookresolve(); /* no G or M calls dlsym for a hook */
 	loaderlock_init(); /* before any M is made */
 	tls_g0keep_init(); /* before any M starts */
 	rnasym_init();     /* likewise */
