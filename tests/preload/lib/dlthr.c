@@ -82,7 +82,7 @@ static int impl(void)
 	return atomic_load(&ran);
 }
 
-static int (*resolve(void))(void)
+__attribute__((used)) static int (*resolve(void))(void)
 {
 	inside("ifunc_");
 	return impl;
