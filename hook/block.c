@@ -2,7 +2,8 @@
  * block.c - calls that cannot be made non-blocking: opening, file I/O
  * at an offset, syncing, stat, and the resolver.  On a G they run under
  * entersyscall (the resolver under entersyscallblock: it hands the P on
- * at once), so other Gs keep running while the OS thread waits; the
+ * at once, unless it is asked about numbers only), so other Gs keep
+ * running while the OS thread waits; the
  * call itself, its result and its errno are libc's.
  * docs/hooks.md has the measurement behind entersyscall rather than a
  * thread pool for regular files.
@@ -10,6 +11,7 @@
 #include "hook.h"
 
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -152,14 +154,67 @@ BLOCKING_HOOK(int, statx,
 		return r;                                      \
 	}
 
-RESOLVER_HOOK(int, getaddrinfo,
-	      (const char *node, const char *service, const struct addrinfo *hints,
-	       struct addrinfo **res),
-	      (node, service, hints, res))
-RESOLVER_HOOK(int, getnameinfo,
-	      (const struct sockaddr *sa, socklen_t salen, char *host, socklen_t hostlen,
-	       char *serv, socklen_t servlen, int flags),
-	      (sa, salen, host, hostlen, serv, servlen, flags))
+/* Calls that name numeric addresses and ports only: glibc answers them
+ * without a lookup or a file (a number is parsed or printed; at most a
+ * netlink question to the kernel for AI_ADDRCONFIG, or an interface
+ * name for an IPv6 scope), so they run on the G as they are.  A server
+ * that names both ends of every connection this way (varnish's
+ * VTCP_name: NI_NUMERICHOST | NI_NUMERICSERV) otherwise handed its P on
+ * twice per connection, waking or making an M each time while other Gs
+ * were runnable.  Anything else (a name, a service name, AI_CANONNAME,
+ * IDN) may wait on DNS or NSS and keeps the hand-off. */
+static bool numeric_node(const char *node)
+{
+	unsigned char a[16];
+	return !node || inet_pton(AF_INET, node, a) == 1 || inet_pton(AF_INET6, node, a) == 1;
+}
+
+static bool numeric_service(const char *service)
+{
+	if (!service)
+		return true;
+	if (!*service)
+		return false;
+	for (const char *c = service; *c; c++)
+		if (*c < '0' || *c > '9')
+			return false;
+	return true;
+}
+
+static bool gai_numeric(const char *node, const char *service, const struct addrinfo *hints)
+{
+	int f = hints ? hints->ai_flags : 0;
+	if (f & (AI_CANONNAME | AI_IDN | AI_CANONIDN))
+		return false;
+	return ((f & AI_NUMERICHOST) || numeric_node(node)) &&
+	       ((f & AI_NUMERICSERV) || numeric_service(service));
+}
+
+DEFREAL(getaddrinfo);
+HOOK int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
+		     struct addrinfo **res)
+{
+	if (!hook_g() || gai_numeric(node, service, hints))
+		return REAL(getaddrinfo)(node, service, hints, res);
+	blk_enter_long();
+	int r = REAL(getaddrinfo)(node, service, hints, res);
+	blk_exit();
+	return r;
+}
+
+DEFREAL(getnameinfo);
+HOOK int getnameinfo(const struct sockaddr *sa, socklen_t salen, char *host, socklen_t hostlen,
+		     char *serv, socklen_t servlen, int flags)
+{
+	bool numeric = (!host || !hostlen || (flags & NI_NUMERICHOST)) &&
+		       (!serv || !servlen || (flags & NI_NUMERICSERV));
+	if (!hook_g() || numeric)
+		return REAL(getnameinfo)(sa, salen, host, hostlen, serv, servlen, flags);
+	blk_enter_long();
+	int r = REAL(getnameinfo)(sa, salen, host, hostlen, serv, servlen, flags);
+	blk_exit();
+	return r;
+}
 RESOLVER_HOOK(struct hostent *, gethostbyname, (const char *name), (name))
 RESOLVER_HOOK(int, gethostbyname_r,
 	      (const char *name, struct hostent *ret, char *buf, size_t buflen,

@@ -102,7 +102,7 @@ HOOK int pipe2(int fds[2], int flags)
 HOOK int eventfd(unsigned int initval, int flags)
 {
 	int fd = REAL(eventfd)(initval, flags);
-	if (fd >= 0 && rt_started()) /* writes: the call itself (hook.c evfd_file) */
+	if (fd >= 0 && rt_started()) /* writes: the call itself (hook.c wcall_file) */
 		pd_reset(fd, newfd_flags(flags & EFD_NONBLOCK, PD_NOWAIT | PD_WCALL));
 	return fd;
 }

@@ -326,36 +326,24 @@ static long sc_blocking(const struct sc *s)
 	return r;
 }
 
-/* Anything else: ask poll(2) without waiting, then make the call under
- * entersyscall.  If another thread takes what poll saw first, the call
- * blocks its OS thread (the P moves on after 20 us), as it would
- * natively. */
-static long try_check(struct io *io, const struct sc *s)
+/* A file whose writes refuse RWF_NOWAIT (EOPNOTSUPP) and need no poll
+ * for room: an eventfd, whose write waits only while the counter would
+ * pass 0xfffffffffffffffe (eventfd(2)), which practically never happens,
+ * and a fanotify group, whose write (a permission answer) never waits and
+ * whose poll never reports POLLOUT - a write that waited for it would park
+ * for good, and the thread blocked in open(2) for the answer with it.
+ * Their writes are made as the program made them, under entersyscall: one
+ * system call, and should one ever wait, sysmon hands the P on as for any
+ * blocking call.  Not so for the other files that refuse RWF_NOWAIT
+ * writes: a named FIFO or a tty waits for room (full pipe buffer, a
+ * stopped terminal), so they keep the poll (PD_WPOLL).  The kind is the
+ * kernel's name for the file (anon_inode_getfd's name: fs/eventfd.c,
+ * fs/notify/fanotify/fanotify_user.c); without /proc the answer is no:
+ * slower for an eventfd, and a fanotify answer parks as before. */
+static bool wcall_file(int fd)
 {
-	struct pollfd p = { io->fd, io->r.mask == PD_READ ? POLLIN : POLLOUT, 0 };
-	long r = sys3(SYS_poll, &p, 1, 0);
-	if (r < 0)
-		return r;
-	if (r == 0)
-		return -EAGAIN;
-	return sc_blocking(s);
-}
-
-/* A file whose writes refuse RWF_NOWAIT (EOPNOTSUPP) but never wait for
- * room the way a pipe's do: an eventfd, whose write waits only while the
- * counter would pass 0xfffffffffffffffe (eventfd(2)), which practically
- * never happens.  Its writes are made as the program made them, under
- * entersyscall: one system call instead of a poll and the call, and
- * should one ever wait, sysmon hands the P on as for any blocking call.
- * Not so for the other files that refuse RWF_NOWAIT writes: a named
- * FIFO or a tty waits for room (full pipe buffer, a stopped terminal),
- * so they keep the poll (PD_WPOLL).  The kind is the kernel's name for
- * the file (fs/eventfd.c makes it "[eventfd]" on anon_inodefs); without
- * /proc the answer is no: slower, still right. */
-static bool evfd_file(int fd)
-{
-	static const char want[] = "anon_inode:[eventfd]";
-	char path[48] = "/proc/thread-self/fd/", dig[12], buf[sizeof want];
+	static const char *const want[] = { "anon_inode:[eventfd]", "anon_inode:[fanotify]" };
+	char path[48] = "/proc/thread-self/fd/", dig[12], buf[32];
 	size_t n = strlen(path), k = 0;
 	unsigned v = (unsigned)fd;
 	do
@@ -365,7 +353,38 @@ static bool evfd_file(int fd)
 		path[n++] = dig[--k];
 	path[n] = 0;
 	long r = sys4(SYS_readlinkat, AT_FDCWD, path, buf, sizeof buf);
-	return r == (long)sizeof want - 1 && memcmp(buf, want, sizeof want - 1) == 0;
+	for (size_t i = 0; r > 0 && i < sizeof want / sizeof want[0]; i++)
+		if ((size_t)r == strlen(want[i]) && memcmp(buf, want[i], (size_t)r) == 0)
+			return true;
+	return false;
+}
+
+/* What a write to this file needs, learnt once (the hint stays with the
+ * fd): PD_WCALL (wcall_file) or PD_WPOLL. */
+static uint32_t wkind_learn(struct io *io)
+{
+	uint32_t k = wcall_file(io->fd) ? PD_WCALL : PD_WPOLL;
+	atomic_fetch_or(&io->r.d->flags, k);
+	io->kind |= k;
+	return k;
+}
+
+/* Anything else: ask poll(2) without waiting, then make the call under
+ * entersyscall.  If another thread takes what poll saw first, the call
+ * blocks its OS thread (the P moves on after 20 us), as it would
+ * natively.  A write that poll calls not ready on a file whose kind is not
+ * known yet (its reads refused RWF_NOWAIT, so its writes were never
+ * tried) asks wcall_file first: a fanotify group never reports POLLOUT. */
+static long try_check(struct io *io, const struct sc *s)
+{
+	struct pollfd p = { io->fd, io->r.mask == PD_READ ? POLLIN : POLLOUT, 0 };
+	long r = sys3(SYS_poll, &p, 1, 0);
+	if (r < 0)
+		return r;
+	if (r == 0 && !(io->r.mask == PD_WRITE && !(io->kind & (PD_WPOLL | PD_SOCK)) &&
+			wkind_learn(io) == PD_WCALL))
+		return -EAGAIN;
+	return sc_blocking(s);
 }
 
 /* A write to a PD_WCALL file (above): the call itself. */
@@ -455,18 +474,18 @@ long io_try(struct io *io, const struct sc *s)
 			 * (eventfd): poll first from now on, in that direction
 			 * only (an eventfd's reads keep asking the file, which
 			 * refuses a short read at once: fuzzer finding 11), or
-			 * for an eventfd's writes make the call (evfd_file).
+			 * for an eventfd's or a fanotify group's writes make
+			 * the call (wcall_file).
 			 * Should the fd have been closed and reused meanwhile,
 			 * the new file gets a wrong hint: PD_WPOLL costs a
 			 * poll, PD_WCALL a blocked OS thread, never a result. */
 			uint32_t drop = 0;
 			if (io->r.mask == PD_WRITE)
-				drop = evfd_file(io->fd) ? PD_WCALL : PD_WPOLL;
-			if (drop)
-				atomic_fetch_or(&io->r.d->flags, drop);
-			else
+				drop = wkind_learn(io);
+			else {
 				atomic_fetch_and(&io->r.d->flags, ~(uint32_t)PD_NOWAIT);
-			io->kind = drop ? io->kind | drop : 0;
+				io->kind = 0;
+			}
 			if (drop == PD_WCALL)
 				r = sc_blocking(s);
 			else

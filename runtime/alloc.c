@@ -21,6 +21,14 @@
 
 #include "runtime.h"
 
+/* Thread-local bytes nothing uses, right above jemalloc's tsd (its only
+ * TLS variable, the library's .tdata): this is the first .tbss of the
+ * library (alloc.c links first).  They widen the tsd's dead place in a
+ * G's block, so that blocks interleave (tls.c, "the interleaved slots")
+ * also in programs with a few hundred bytes of TLS of their own.  An OS
+ * thread's block has them too: 512 bytes, zeroed as glibc makes it. */
+__thread char weft_tlspad[512] __attribute__((tls_model("initial-exec")));
+
 static unsigned arena;       /* weft's jemalloc arena */
 static bool arena_ok;
 

@@ -12,7 +12,8 @@
  *                    poll/select/epoll_wait always parks, never waits in the kernel), stderr=0
  *                    (the shim leaves stderr glibc's: hook/preload/stdio.c), sigkeep=0 (the
  *                    shim's signal thread stops blocking a signal whose handler went:
- *                    hook/preload/signal.c)
+ *                    hook/preload/signal.c), tlsslot=0 (a G's TLS block at its stack top,
+ *                    not in the interleaved slots: runtime/tls.c)
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -97,6 +98,8 @@ static void debugopts(const char *s)
 			weftenv.nokwait = tok[6] == '0';
 		} else if (!strcmp(tok, "g0keep=0") || !strcmp(tok, "g0keep=1")) {
 			weftenv.nog0keep = tok[7] == '0';
+		} else if (!strcmp(tok, "tlsslot=0") || !strcmp(tok, "tlsslot=1")) {
+			weftenv.notlsslot = tok[8] == '0';
 		} else if (!strcmp(tok, "stderr=0") || !strcmp(tok, "stderr=1")) {
 			/* the shim's: stderr stays glibc's (hook/preload/stdio.c) */
 		} else if (!strcmp(tok, "sigkeep=0") || !strcmp(tok, "sigkeep=1")) {
@@ -114,7 +117,7 @@ static void debugopts(const char *s)
 				     tok);
 		} else {
 			warn("ignoring WEFT_DEBUG %s: want schedtrace=<ms>, sigquit=continue, kwait=0, "
-			     "g0keep=0, kickdelay=<us> or clockset=<s>",
+			     "g0keep=0, tlsslot=0, kickdelay=<us> or clockset=<s>",
 			     tok);
 		}
 	}

@@ -80,7 +80,11 @@ void spinunlock(uint32_t *w)
  * The sleeper spins briefly before it sleeps, and the waker makes a
  * system call only for a sleeper that really sleeps: an M going idle is
  * very often woken again within microseconds (a G spawned, a peer
- * readied), and a futex wake costs the waker ~2-5 us on this kind of VM. */
+ * readied), and a futex wake costs the waker ~2-5 us on this kind of VM.
+ * Not on a process that may use one CPU only (taskset): the waker would
+ * have to run on the CPU the sleeper spins on, so every spin runs out
+ * and takes its 20 us from the process's only CPU (Go spins only with
+ * ncpu > 1). */
 #define NOTE_SPIN_NS 20000
 
 void noteclear(struct note *n)
@@ -100,6 +104,8 @@ void notewakeup(struct note *n)
 
 static bool notespin(struct note *n, int64_t limit)
 {
+	if (ncpu() <= 1)
+		return false;
 	int64_t end = nanotime() + (limit < NOTE_SPIN_NS ? limit : NOTE_SPIN_NS);
 	for (int i = 1;; i++) {
 		if (atomic_load_explicit(&n->key, memory_order_acquire) == 1)

@@ -66,6 +66,7 @@ void notesleep(struct note *n);
 bool notetsleep(struct note *n, int64_t ns); /* false on timeout */
 
 int64_t nanotime(void); /* CLOCK_MONOTONIC, ns */
+int ncpu(void); /* CPUs the process may run on (sync.c) */
 /* clock_gettime through the vDSO (vdso.c): 0 or -errno, errno untouched */
 int rt_clock_gettime(clockid_t c, struct timespec *ts);
 _Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -222,6 +223,7 @@ struct g {
 	void *tlsmem;             /* its block's own allocation when not at its
 	                           * stack top (tls.c, after a dlopen took static
 	                           * TLS), or NULL */
+	bool tlsslot;             /* its block is in an interleaved slot (tls.c) */
 	void *tlsprep;            /* a scratch block glibc filled for it on its
 	                           * maker, which held the loader's TLS lock
 	                           * (tls_gprep), taken by tls_gbegin; or NULL */
@@ -787,6 +789,11 @@ struct tlsinfo {
 	                      * included) and the resolver state */
 	size_t used;         /* static TLS the modules use, below the TCB */
 	bool resdead;        /* a G's resolver state in jemalloc's dead tsd */
+	size_t slot;         /* stride of the interleaved slots Gs' blocks take
+	                      * (tls.c, "slots"), or 0: blocks at stack tops */
+	size_t jehi, jelo;   /* jemalloc's tsd lies jehi..jelo bytes below the
+	                      * thread pointer (jehi < jelo), 0 if not found */
+	long off_res;        /* offsetof(struct pthread, res), or -1 */
 	long off_tid;        /* offsetof(struct pthread, tid) */
 	long off_specific;   /* offsetof(struct pthread, specific) */
 	long off_list;       /* offsetof(struct pthread, list) */
@@ -877,6 +884,7 @@ struct weftenv {
 	int64_t kickdelay_ns;  /* WEFT_DEBUG=kickdelay=<us>: a kick's asker naps this long
 	                        * between its ask and its signal (tests: kwait.c) */
 	bool nog0keep;         /* WEFT_DEBUG=g0keep=0: the scheduler loads its M's own TLS (tls.c) */
+	bool notlsslot;        /* WEFT_DEBUG=tlsslot=0: Gs' TLS blocks at their stack tops (tls.c) */
 };
 extern struct weftenv weftenv;
 void envinit(void);

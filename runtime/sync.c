@@ -184,13 +184,22 @@ enum {
 };
 #define STARVE_NS (1000 * 1000) /* Go's starvationThresholdNs */
 
+/* The CPUs this process may run on (its affinity mask, as Go's
+ * getproccount; online CPUs if that cannot be read), taken once: a
+ * server pinned to one CPU (taskset) has nothing to gain from spinning,
+ * whatever the machine has. */
 int ncpu(void)
 {
 	static int n; /* racing first callers compute the same value */
 	int v = __atomic_load_n(&n, __ATOMIC_RELAXED);
 	if (!v) {
-		long c = sysconf(_SC_NPROCESSORS_ONLN);
-		v = c > 0 ? (int)c : 1;
+		cpu_set_t set;
+		if (sched_getaffinity(0, sizeof set, &set) == 0)
+			v = CPU_COUNT(&set);
+		if (v <= 0) {
+			long c = sysconf(_SC_NPROCESSORS_ONLN);
+			v = c > 0 ? (int)c : 1;
+		}
 		__atomic_store_n(&n, v, __ATOMIC_RELAXED);
 	}
 	return v;

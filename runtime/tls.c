@@ -27,8 +27,10 @@
  * offsets are x86-64 ABI (gcc reads the canary at %fs:0x28).  Anything
  * missing: `weft: ...` once and shared TLS.
  *
- * The block lives at the top of the G's own stack (gstart reserves it, as
- * glibc does), so it costs no mapping of its own.
+ * The block lives in an interleaved slot, its TCB in the dead jemalloc
+ * state of its neighbour's ("the interleaved slots" below: a stride of
+ * ~2.9-3.2 KiB a block), or, where the program's TLS does not allow that, at
+ * the top of the G's own stack (gstart reserves it, as glibc does).
  *
  * The runtime's own thread-locals stay right whatever FS points at: tls_m
  * is initial-exec, at the same offset from the thread pointer in every
@@ -43,15 +45,19 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
+#include <linux/futex.h>
+#include <pthread.h>
 #include <resolv.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 
 #include "runtime.h"
 #include "sanitizer.h"
+#include "sys.h"
 
 #ifndef HWCAP2_FSGSBASE
 #define HWCAP2_FSGSBASE (1 << 1)
@@ -76,6 +82,7 @@ struct tlsinfo tlsinfo;
  * threads) are kept, and every block is checked against them when it is
  * freed. */
 extern __thread char je_tsd_tls;
+extern __thread char weft_tlspad[512]; /* alloc.c: dead bytes right above it */
 enum { JETSD_CHECK = 512 };
 static char jetsd_image[JETSD_CHECK];
 static _Atomic int jetsd_state; /* 0 none, 1 being taken, 2 taken */
@@ -162,6 +169,177 @@ static unsigned long long tls_adds(void)
 
 static _Atomic unsigned long long tls_adds0; /* dlpi_adds when the used size was taken */
 static _Atomic bool tls_grown;       /* static TLS taken by a later dlopen: whole-area blocks */
+
+/* ---- the interleaved slots ------------------------------------------------
+ *
+ * The runtime's own jemalloc keeps its thread state (je_tsd_tls, 2,632
+ * bytes, the shim's .tdata) in static TLS, between the program's TLS and
+ * libc's (module order: the program, the preloaded shim, then the
+ * libraries the program needs).  A G's block never uses it: the
+ * invariant is that jemalloc runs only on an OS thread's own TLS (alloc.c
+ * loads the M's FS base around each call; fork runs on the M's TCB,
+ * tls_forkenter).  At its stack top a block is the TCB (2.3 KiB), the
+ * top part of the static area, the dead tsd and libc's part below it:
+ * 5.1 KiB, two pages or three with the stack's first frames.
+ *
+ * So Gs' blocks are laid in a row of slots, each the next one's stride S
+ * below the last, S no larger than the dead part (the tsd and alloc.c's
+ * weft_tlspad right above it, 3,152 bytes): a slot's TCB and top part lie
+ * in the dead part of the slot above it, and its part below the tsd in
+ * that of the slot below it.  With H the top part (TCB and everything from
+ * the dead part up), J the dead part and L the part below it, slot i+1's
+ * top part fits in slot i's dead part when H <= S <= J, slot i's bottom
+ * part in slot i+1's when L <= S <= J, and slot i+2's top part stays below
+ * slot i's bottom part when 2S >= H + J + L.  A block then costs S bytes
+ * (2,944 for a C program with 80 bytes of TLS whose only library TLS is
+ * libc's) apart from its stack, which is the stack a G with shared TLS
+ * has.  Programs with more TLS above or below the dead part (H + L > J,
+ * about 700 bytes of TLS besides the TCB and the runtime's) keep the
+ * blocks at the stack top.  A slot's
+ * tsd bytes are its neighbours': nothing may write there through a G's
+ * block (the invariant above), nor zero or copy them (slot_clear,
+ * scratch_alloc).  The resolver state goes into struct pthread's own res
+ * (glibc's place for a thread's), whose offset a thread glibc makes shows
+ * (res_probe).
+ */
+enum { SLOTS_PER_CHUNK = 64 }; /* slots per mapping (the row's length) */
+static struct lock slotlock;   /* slotfree; not static data of a fork child's */
+static char *slotfree;         /* free slots' TCBs, linked through their first word */
+
+/* jemalloc's tsd: the module whose TLS block starts with je_tsd_tls gives
+ * its .tdata size (the tsd; weft's own thread-locals are its .tbss). */
+struct jemod {
+	uintptr_t tsd;  /* &je_tsd_tls on this thread */
+	size_t size;    /* out: the module's initialised TLS (p_filesz), 0 if not found */
+};
+
+#undef p_type /* resolv.h's name for __p_type, not the ELF field */
+
+static int jemod_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct jemod *j = arg;
+	(void)size;
+	if ((uintptr_t)info->dlpi_tls_data != j->tsd)
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_TLS)
+			j->size = info->dlpi_phdr[i].p_filesz;
+	return 1;
+}
+
+/* A thread glibc made: where its __resp points (its struct pthread's res). */
+struct resprobe {
+	intptr_t resp_off;       /* __resp from the thread pointer */
+	size_t tcbsize;          /* sizeof(struct pthread) */
+	_Atomic uint32_t done;   /* 0 waiting, 1 + off, or ~0u: not inside */
+};
+
+static void *resprobe_fn(void *arg)
+{
+	struct resprobe *r = arg;
+	uintptr_t tp = tp_self();
+	uintptr_t res = *(uintptr_t *)(tp + r->resp_off);
+	uint32_t v = ~0u;
+	if (res > tp && res + sizeof(struct __res_state) <= tp + r->tcbsize)
+		v = (uint32_t)(res - tp) + 1;
+	/* release: the creator reads v and nothing else of ours */
+	atomic_store_explicit(&r->done, v, memory_order_release);
+	sys3(SYS_futex, &r->done, FUTEX_WAKE_PRIVATE, 1);
+	return NULL;
+}
+
+/* offsetof(struct pthread, res), which libthread_db does not describe:
+ * one short thread of glibc's (rt_pthread_create, as for an M) shows it.
+ * -1 if it cannot be made. */
+extern int (*rt_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+
+static long res_probe(intptr_t resp_off, size_t tcbsize)
+{
+	static struct resprobe r; /* once (tls_init); static: the thread's wake
+				   * may come after the creator has gone on */
+	r.resp_off = resp_off;
+	r.tcbsize = tcbsize;
+	atomic_store_explicit(&r.done, 0, memory_order_relaxed);
+	pthread_attr_t a;
+	pthread_t t;
+	pthread_attr_init(&a);
+	pthread_attr_setstacksize(&a, 64 << 10);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	int e = rt_pthread_create(&t, &a, resprobe_fn, &r);
+	pthread_attr_destroy(&a);
+	if (e != 0)
+		return -1;
+	uint32_t v;
+	/* acquire: pairs with resprobe_fn's release */
+	while ((v = atomic_load_explicit(&r.done, memory_order_acquire)) == 0)
+		sys4(SYS_futex, &r.done, FUTEX_WAIT_PRIVATE, 0, NULL);
+	return v == ~0u ? -1 : (long)v - 1;
+}
+
+/* A free slot's TCB, or NULL (ENOMEM).  A new row is mapped when none is
+ * free: its slots' TCBs from the top down, the first stride-aligned one
+ * tcbsize below the mapping's end, the last slot's bottom part above its
+ * start.  Rows are never unmapped; a freed slot goes back to the list. */
+static char *slot_get(void)
+{
+	lock(&slotlock);
+	char *tcb = slotfree;
+	if (tcb) {
+		slotfree = *(char **)tcb;
+		unlock(&slotlock);
+		return tcb;
+	}
+	unlock(&slotlock);
+	size_t s = tlsinfo.slot;
+	size_t len = tlsinfo.tcbsize + tlsinfo.align + (SLOTS_PER_CHUNK - 1) * s + tlsinfo.used;
+	len = (len + 4095) & ~(size_t)4095;
+	long r = rawsyscall6(SYS_mmap, 0, (long)len, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (r < 0 && r > -4096)
+		return NULL;
+	char *top = (char *)(((uintptr_t)r + len - tlsinfo.tcbsize) & ~(uintptr_t)(tlsinfo.align - 1));
+	/* slot 0 is this G's; the rest go to the list, slot 1 first out */
+	lock(&slotlock);
+	for (size_t i = SLOTS_PER_CHUNK - 1; i >= 1; i--) {
+		char *t = top - i * s;
+		*(char **)t = slotfree;
+		slotfree = t;
+	}
+	unlock(&slotlock);
+	return top;
+}
+
+static void slot_put(char *tcb)
+{
+	lock(&slotlock);
+	*(char **)tcb = slotfree;
+	slotfree = tcb;
+	unlock(&slotlock);
+}
+
+/* Zero a slot's own bytes (a freed slot is dirty): its top part and its
+ * part below the tsd, never the tsd, which is its neighbours'. */
+static void slot_clear(char *tcb)
+{
+	memset(tcb - tlsinfo.jehi, 0, tlsinfo.jehi + tlsinfo.tcbsize);
+	memset(tcb - tlsinfo.used, 0, tlsinfo.used - tlsinfo.jelo);
+}
+
+/* The slot stride for ti (its used, tcbsize, align, jehi, jelo set), or
+ * 0 when the blocks cannot interleave (see above). */
+static size_t slot_stride(const struct tlsinfo *ti)
+{
+	if (!ti->jelo || ti->jelo > ti->used)
+		return 0;
+	size_t h = ti->tcbsize + ti->jehi, j = ti->jelo - ti->jehi, l = ti->used - ti->jelo;
+	size_t s = (h + j + l + 1) / 2;
+	if (s < h)
+		s = h;
+	if (s < l)
+		s = l;
+	s = (s + ti->align - 1) & ~(ti->align - 1);
+	return s <= j ? s : 0;
+}
 
 /* Resolve glibc's entry points once.  False (with a warning) when
  * anything is missing: the caller stays in shared mode. */
@@ -269,6 +447,24 @@ bool tls_init(void)
 	if (ti.reserve > ti.fullreserve)
 		ti.reserve = ti.fullreserve;
 	ti.fsgsbase = (getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE) != 0;
+	/* the interleaved slots, when the layout allows them */
+	struct jemod jm = { .tsd = (uintptr_t)&je_tsd_tls };
+	dl_iterate_phdr(jemod_cb, &jm);
+	if (jm.size && jm.tsd < u.tp && u.tp - jm.tsd > jm.size) {
+		ti.jelo = u.tp - jm.tsd;
+		ti.jehi = ti.jelo - jm.size;
+		/* and alloc.c's pad, if the linker put it right above */
+		uintptr_t pad = (uintptr_t)weft_tlspad, end = jm.tsd + jm.size;
+		if (pad >= end && pad - end < 64 && pad + sizeof weft_tlspad < u.tp)
+			ti.jehi = u.tp - (pad + sizeof weft_tlspad);
+	}
+	ti.off_res = -1;
+	if (!weftenv.notlsslot && slot_stride(&ti) &&
+	    (ti.off_res = res_probe(ti.resp_off, ti.tcbsize)) >= 0) {
+		ti.slot = slot_stride(&ti);
+		ti.reserve = 0; /* nothing at the stack top */
+		ti.resdead = false;
+	}
 	tlsinfo = ti;
 	tcache_probe();
 	atomic_store_explicit(&state, 1, memory_order_release);
@@ -310,7 +506,7 @@ static char *tcb_at(char *hi)
  * start_thread do; glibc's dtv and module images by _dl_allocate_tls.
  * Returns the TCB, or NULL on ENOMEM.  (__ctype_init, which start_thread
  * also runs, must run on the block: tls_adopt.) */
-static bool scratch_alloc(char *tcb, size_t room, bool *toosmall);
+static bool scratch_alloc(char *tcb, size_t room, bool slot, bool *toosmall);
 
 /* dtv_t (glibc's dl-tls.h): the TCB's dtv field points at dtv[1]'s
  * place: [-1] its length, [0] its generation, [i] module i's block. */
@@ -323,11 +519,12 @@ typedef union {
 } dtv_t;
 
 static char *block_fill_at(char *hi, size_t reserve, int tid, bool resdead, bool viascratch,
-			   bool *toosmall)
+			   bool slot, bool *toosmall)
 {
 	char *tcb = tcb_at(hi);
 	char *cur = (char *)tp_self();
-	if (viascratch ? !scratch_alloc(tcb, (size_t)(tcb - (hi - reserve)), toosmall)
+	if (viascratch ? !scratch_alloc(tcb, slot ? tlsinfo.used : (size_t)(tcb - (hi - reserve)),
+					slot, toosmall)
 		       : !dl_allocate_tls(tcb))
 		return NULL;
 	if (viascratch && *toosmall)
@@ -354,7 +551,9 @@ static char *block_fill_at(char *hi, size_t reserve, int tid, bool resdead, bool
 	 * G's block uses, past the bytes tls_gfree checks and zeroed (glibc
 	 * copied jemalloc's image there), or at the bottom of the reserve */
 	char *res = hi - reserve;
-	if (resdead) {
+	if (slot) {
+		res = tcb + tlsinfo.off_res; /* glibc's place: zeroed with the TCB */
+	} else if (resdead) {
 		res = (char *)(((uintptr_t)tcb + (uintptr_t)tlsinfo.jetsd_off + JETSD_CHECK + 15) &
 			       ~(uintptr_t)15);
 		memset(res, 0, sizeof(struct __res_state));
@@ -365,7 +564,7 @@ static char *block_fill_at(char *hi, size_t reserve, int tid, bool resdead, bool
 
 static char *block_fill(char *hi, size_t reserve, int tid, bool resdead)
 {
-	return block_fill_at(hi, reserve, tid, resdead, false, NULL);
+	return block_fill_at(hi, reserve, tid, resdead, false, false, NULL);
 }
 
 /* The TCB of a scratch block (its allocation: fullreserve + align). */
@@ -388,7 +587,7 @@ static char *scratch_tcb(char *scratch)
  * scratch block has the whole area; the dtv says where each module is,
  * and *toosmall (nothing copied, the dtv freed) when one is below room:
  * the caller makes the G a block of its own.  False on ENOMEM. */
-static bool scratch_alloc(char *tcb, size_t room, bool *toosmall)
+static bool scratch_alloc(char *tcb, size_t room, bool slot, bool *toosmall)
 {
 	*toosmall = false;
 	size_t area = tlsinfo.size - tlsinfo.tcbsize;
@@ -426,7 +625,15 @@ static bool scratch_alloc(char *tcb, size_t room, bool *toosmall)
 			*toosmall = true;
 			dl_deallocate_tls(stcb, false);
 		} else {
-			memcpy(tcb - need, stcb - need, need);
+			if (!slot) {
+				memcpy(tcb - need, stcb - need, need);
+			} else {
+				/* around the tsd, which is the neighbours' (the
+				 * tsd's dtv entry points there: never used) */
+				memcpy(tcb - tlsinfo.jehi, stcb - tlsinfo.jehi, tlsinfo.jehi);
+				if (need > tlsinfo.jelo)
+					memcpy(tcb - need, stcb - need, need - tlsinfo.jelo);
+			}
 			for (size_t i = 1; i <= dtv[-1].counter; i++) {
 				char *v = dtv[i].pointer.val;
 				if (v >= stcb - area && v < stcb)
@@ -707,7 +914,8 @@ void tls_ownleave(struct m *m, uintptr_t fs)
 bool tls_release(struct g *gp)
 {
 	char *tcb = gp->tcb;
-	if (!tlsinfo.g0keep || (!gp->tlsmem && (tcb < gp->stack.lo || tcb >= gp->stack.hi)))
+	if (!tlsinfo.g0keep ||
+	    (!gp->tlsmem && !gp->tlsslot && (tcb < gp->stack.lo || tcb >= gp->stack.hi)))
 		return true; /* the main thread's block is never freed */
 	struct m *m = getm();
 	if (m->fscur == (uintptr_t)tcb || atomic_load_explicit(&m->fsblock, memory_order_relaxed) ==
@@ -829,13 +1037,13 @@ static char *block_alone(char **hi, size_t *reserve)
 	return mem;
 }
 
-/* On gp, running, with its stack's top tlsinfo.reserve bytes free (see
- * gstart): build its block there and switch to it.  On ENOMEM the G
- * keeps sharing its M's TLS (a warning once). */
+/* On gp, running: build its block in a slot, or at its stack top (whose
+ * tlsinfo.reserve bytes gstart left free), and switch to it.  On ENOMEM
+ * the G keeps sharing its M's TLS (a warning once). */
 void tls_gbegin(struct g *gp)
 {
 	static _Atomic int warned;
-	char *hi = gp->stack.hi, *mem = NULL;
+	char *hi = gp->stack.hi, *mem = NULL, *slot = NULL;
 	size_t reserve = tlsinfo.reserve;
 	bool resdead = tlsinfo.resdead;
 	/* Another thread holds the loader's TLS lock (a dlopen relocates:
@@ -855,25 +1063,35 @@ void tls_gbegin(struct g *gp)
 		if (!(mem = block_alone(&hi, &reserve)))
 			goto nomem;
 		resdead = false;
+	} else if (tlsinfo.slot) {
+		if (!(slot = slot_get()))
+			goto nomem;
+		hi = slot + tlsinfo.tcbsize; /* tcb_at(hi) is the slot's TCB */
+		slot_clear(slot);
 	}
-	char *lo = hi - reserve;
-	memset(lo, 0, reserve); /* a reused stack is dirty */
+	if (!slot)
+		memset(hi - reserve, 0, reserve); /* a reused stack is dirty */
 	bool toosmall = false;
-	char *tcb = block_fill_at(hi, reserve, gtid(gp), resdead, !mem, &toosmall);
+	char *tcb = block_fill_at(hi, reserve, gtid(gp), resdead, !mem, slot != NULL, &toosmall);
 	if (toosmall) {
 		/* a module took static TLS since tls_grew looked: the whole
 		 * area, on its own, from now on (tls_grew says so once) */
 		atomic_store(&tls_grown, true);
 		tls_grewwarn();
+		if (slot)
+			slot_put(slot);
+		slot = NULL;
 		if (!(mem = block_alone(&hi, &reserve)))
 			goto nomem;
 		resdead = false;
 		memset(hi - reserve, 0, reserve);
 		/* the whole area: a prepared scratch block fits */
-		tcb = gp->tlsprep ? block_fill_at(hi, reserve, gtid(gp), resdead, true, &toosmall)
+		tcb = gp->tlsprep ? block_fill_at(hi, reserve, gtid(gp), resdead, true, false, &toosmall)
 				  : block_fill(hi, reserve, gtid(gp), resdead);
 	}
 	if (!tcb) {
+		if (slot)
+			slot_put(slot);
 		rtfree(mem);
 nomem:
 		if (!atomic_exchange(&warned, 1))
@@ -881,7 +1099,10 @@ nomem:
 		return;
 	}
 	gp->tlsmem = mem;
-	if (atomic_load_explicit(&jetsd_state, memory_order_acquire) != 2) {
+	gp->tlsslot = slot != NULL;
+	/* a slot's tsd bytes are its neighbours': only a block of the G's
+	 * own has jemalloc's pristine image to keep */
+	if (!slot && atomic_load_explicit(&jetsd_state, memory_order_acquire) != 2) {
 		int z = 0;
 		if (atomic_compare_exchange_strong(&jetsd_state, &z, 1)) {
 			memcpy(jetsd_image, tcb + tlsinfo.jetsd_off, JETSD_CHECK);
@@ -931,17 +1152,22 @@ void tls_gfree(struct g *gp)
 	/* a block at its stack top or of its own (tlsmem); not one it
 	 * adopted (the main thread's) */
 	void *mem = gp->tlsmem;
+	bool slot = gp->tlsslot;
 	gp->tlsmem = NULL;
-	if (!mem && (tcb < gp->stack.lo || tcb >= gp->stack.hi))
+	gp->tlsslot = false;
+	if (!mem && !slot && (tcb < gp->stack.lo || tcb >= gp->stack.hi))
 		return;
-	if (atomic_load_explicit(&jetsd_state, memory_order_acquire) == 2 &&
+	if (!slot && atomic_load_explicit(&jetsd_state, memory_order_acquire) == 2 &&
 	    memcmp(tcb + tlsinfo.jetsd_off, jetsd_image, JETSD_CHECK) != 0)
 		fatal("green thread %lld: the runtime's allocator state (jemalloc's tsd) lived in "
 		      "its TLS block",
 		      (long long)gp->id);
 	tcache_take(tcb);
 	dl_deallocate_tls(tcb, false);
-	rtfree(mem);
+	if (slot)
+		slot_put(tcb);
+	else
+		rtfree(mem);
 }
 
 /* fork from a G with its own TCB runs on its M's: glibc's fork (child
@@ -974,6 +1200,7 @@ void tls_forkchild(void)
 	ntcpool = tcpool_cap = 0;
 	/* the limbo's Gs are frozen with every other G (their stacks leak,
 	 * once); the Ms that held their blocks are gone */
+	atomic_store_explicit(&slotlock.key, 0, memory_order_relaxed); /* the list stays */
 	atomic_store_explicit(&limbolock.key, 0, memory_order_relaxed);
 	limbo = NULL;
 	atomic_store(&tls_nlimbo, 0);

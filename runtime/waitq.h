@@ -91,7 +91,6 @@ static inline struct waiter *waitq_claim(struct waitq *q)
 
 /* ---- spinning before sleeping ------------------------------------------ */
 
-int ncpu(void); /* CPUs online (sync.c) */
 
 /* Is it worth spinning a little before sleeping?  Only with a second
  * CPU, and (on a G) only if another P runs something that could make

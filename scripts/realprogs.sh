@@ -13,7 +13,7 @@
 # number of runs that differed.
 #
 # The servers and runtimes (java*, jshell, node-*, perl-threads, postgres,
-# nginx, ruby-threads) run programs and drivers from scripts/realprogs.d;
+# nginx, varnish, unbound, ruby-threads) run programs and drivers from scripts/realprogs.d;
 # each driver runs its server and its client, so the whole tree is under
 # weft.  Their figures (tps, requests/s) go to the .err file; for a
 # server alone under weft run a driver by hand with RP_SRV="weft run
@@ -67,10 +67,12 @@ cmd[node-http]=''"$rd"'/node-http.sh 20000 50'
 cmd[perl-threads]='perl '"$rd"'/threads.pl 32'
 cmd[postgres]=''"$rd"'/pg.sh'
 cmd[nginx]=''"$rd"'/nginx.sh'
+cmd[varnish]=''"$rd"'/varnish.sh'
+cmd[unbound]=''"$rd"'/unbound.sh'
 cmd[ruby-threads]='ruby '"$rd"'/threads.rb'
 cmd[sigpipe]='bash '"$rd"'/sigpipe.sh'
 
-cases=${*:-xz zstd pigz pbzip2 sort git make gcc-lto ld-gold python java java-echo java-blocking jshell node-pool node-http perl-threads postgres nginx ruby-threads sigpipe}
+cases=${*:-xz zstd pigz pbzip2 sort git make gcc-lto ld-gold python java java-echo java-blocking jshell node-pool node-http perl-threads postgres nginx varnish unbound ruby-threads sigpipe}
 # the data only for the cases that read it
 for c in $cases; do
 	case $c in xz | zstd | pigz | pbzip2 | sort | git | make | ld-gold) data; break ;; esac

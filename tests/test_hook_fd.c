@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/fanotify.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -471,6 +472,68 @@ G_TEST(hook_fd, eventfd_write_waits_in_kernel_till_drained, 30)
 	ev_overflow(raw);
 	close(raw);
 	close(e);
+	return 0;
+}
+
+/* A permission-event listener (an antivirus, a file-access broker): the
+ * thread that reads a fanotify event answers it with a write on the same
+ * blocking fd.  fanotify's poll reports only POLLIN, so a write that
+ * waited for POLLOUT would park forever (and the opener with it); the
+ * write never waits for room, so weft makes it as the program did: one
+ * call.  The opener is a plain OS thread, blocked in open(2) until the
+ * answer.  Skipped (passes) where fanotify is refused (no CAP_SYS_ADMIN). */
+struct fan_opener {
+	const char *path;
+	_Atomic int state; /* 0 not yet, 1 opening, 2 open returned */
+	int fd;            /* open's result */
+};
+
+static void *fan_open(void *arg)
+{
+	struct fan_opener *o = arg;
+	atomic_store(&o->state, 1);
+	o->fd = open(o->path, O_RDONLY);
+	atomic_store(&o->state, 2);
+	return NULL;
+}
+
+G_TEST(hook_fd, fanotify_answer_does_not_park, 30)
+{
+	(void)argc, (void)argv;
+	int fan = fanotify_init(FAN_CLASS_CONTENT | FAN_CLOEXEC, O_RDWR);
+	if (fan < 0 && (errno == EPERM || errno == ENOSYS || errno == EINVAL)) {
+		fprintf(stderr, "fanotify refused (%s): nothing to check\n", strerror(errno));
+		return 0;
+	}
+	CHECK(fan >= 0);
+	char path[] = "/tmp/weft-fanotify-XXXXXX";
+	int t = mkstemp(path);
+	CHECK(t >= 0);
+	close(t);
+	CHECK(fanotify_mark(fan, FAN_MARK_ADD, FAN_OPEN_PERM, AT_FDCWD, path) == 0);
+	struct fan_opener o = { path, 0, -1 };
+	pthread_t th;
+	CHECK(pthread_create(&th, NULL, fan_open, &o) == 0);
+	union {
+		struct fanotify_event_metadata m;
+		char b[4096];
+	} ev;
+	ssize_t n = read(fan, &ev, sizeof ev); /* parks until the opener's open */
+	CHECK(n >= (ssize_t)sizeof ev.m && ev.m.vers == FANOTIFY_METADATA_VERSION);
+	CHECK((ev.m.mask & FAN_OPEN_PERM) && ev.m.fd >= 0);
+	CHECK(atomic_load(&o.state) == 1); /* still waiting for the answer */
+	struct fanotify_response resp = { ev.m.fd, FAN_ALLOW };
+	errno = 4321;
+	CHECK(write(fan, &resp, sizeof resp) == (ssize_t)sizeof resp);
+	CHECK(errno == 4321);
+	close(ev.m.fd);
+	for (int i = 0; i < 5000 * test_slow() && atomic_load(&o.state) < 2; i++)
+		weft_sleep(1000000);
+	CHECK(atomic_load(&o.state) == 2 && o.fd >= 0);
+	pthread_join(th, NULL);
+	close(o.fd);
+	unlink(path);
+	close(fan);
 	return 0;
 }
 

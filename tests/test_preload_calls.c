@@ -180,3 +180,25 @@ Test(calls, sigaction_toggle_waits_once, .timeout = 300)
 		      "weft %ld system calls for %ld sigaction calls (natively %ld): %s", w, calls,
 		      n, R.err);
 }
+
+/* getnameinfo / getaddrinfo of numeric addresses and ports (varnish names
+ * every connection's ends this way) never wait: no lookup, no file.
+ * They run on the G as they are; before, every resolver call handed its
+ * P on at once, and with other threads runnable each woke or made an M:
+ * 1,600 calls here made ~1,000 futex calls and up to 16 new threads at a
+ * time under varnish (~50 OS threads for 2 Ps). */
+Test(calls, numeric_names_keep_the_p, .timeout = 300)
+{
+	if (h_asan())
+		cr_skip_test("ASan build: the launcher's LD_PRELOAD cannot put ASan first");
+	char fut[16], cl3[16], cl[16];
+	snprintf(fut, sizeof fut, "%d", SYS_futex);
+	snprintf(cl3, sizeof cl3, "%d", SYS_clone3);
+	snprintf(cl, sizeof cl, "%d", SYS_clone);
+	const char *spec[] = { fut, cl3, cl };
+	long n[3], w[3];
+	counted_n(&N, false, spec, 3, "numnames", NULL, n);
+	counted_n(&R, true, spec, 3, "numnames", NULL, w);
+	cr_expect_leq(w[0], n[0] + 60, "weft %ld futex, natively %ld: %s", w[0], n[0], R.err);
+	cr_expect_leq(w[1] + w[2], 8, "weft made %ld threads for 2 Ps: %s", w[1] + w[2], R.err);
+}

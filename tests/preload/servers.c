@@ -33,6 +33,13 @@
  *   servers sigtoggle N - like CPython's signal.signal around a call:
  *           N rounds of a handler put, then SIG_IGN (after one round
  *           outside them); then a raise runs the handler.
+ *   servers numnames - like varnish naming each connection's addresses
+ *           (VTCP_name): four threads, each ROUNDS getnameinfo with
+ *           NI_NUMERICHOST|NI_NUMERICSERV and getaddrinfo of a numeric
+ *           address and port (AI_NUMERICHOST), and a sched_yield, so
+ *           the others are runnable meanwhile.  The program makes no
+ *           futex or clone call itself but the four threads' start and
+ *           join.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -42,7 +49,11 @@
 #include <string.h>
 #include <unistd.h>
 #include <stdlib.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <arpa/inet.h>
+#include <sched.h>
+#include <stdio.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -247,6 +258,37 @@ static void case_sigtoggle(void)
 	printf("sigtoggle: %d rounds\n", sa_rounds);
 }
 
+static void *numnames(void *arg)
+{
+	(void)arg;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(8080) };
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
+	for (int i = 0; i < ROUNDS; i++) {
+		char host[64], serv[16];
+		CHECK(getnameinfo((struct sockaddr *)&a, sizeof a, host, sizeof host, serv,
+				  sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) == 0);
+		CHECK(strcmp(host, "127.0.0.1") == 0 && strcmp(serv, "8080") == 0);
+		struct addrinfo *res = NULL;
+		CHECK(getaddrinfo("127.0.0.2", "81", &hints, &res) == 0 && res);
+		CHECK(((struct sockaddr_in *)res->ai_addr)->sin_port == htons(81));
+		freeaddrinfo(res);
+		sched_yield();
+	}
+	return NULL;
+}
+
+static void case_numnames(void)
+{
+	pthread_t t[4];
+	for (int i = 0; i < 4; i++)
+		CHECK(pthread_create(&t[i], NULL, numnames, NULL) == 0);
+	for (int i = 0; i < 4; i++)
+		CHECK(pthread_join(t[i], NULL) == 0);
+	printf("numnames: 4 threads x %d rounds\n", ROUNDS);
+}
+
 /* The case runs on a thread of its own: a program that never makes one
  * never starts weft's runtime (docs/preload.md). */
 static void *run(void *arg)
@@ -264,6 +306,8 @@ static void *run(void *arg)
 		case_sigact();
 	else if (strcmp(name, "sigtoggle") == 0)
 		case_sigtoggle();
+	else if (strcmp(name, "numnames") == 0)
+		case_numnames();
 	else
 		FAIL("no case %s", name);
 	return NULL;
