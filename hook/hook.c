@@ -33,6 +33,34 @@ STARTUP_TEXT void *hook_resolve(void *_Atomic *slot, const char *name)
 	return p;
 }
 
+/* The runtime's start (runtime_init_once, on the thread that starts
+ * it, before any G or M): every real function at once.  Invariant: no
+ * G or M looks one up later (only plain threads before the start do),
+ * so none waits in dlsym for a loader lock a G holds (hook.h).  A name
+ * this libc lacks stays unresolved: hook_resolve says so if it is ever
+ * called. */
+extern struct hookreal __start_weft_hookreal[] HIDDEN, __stop_weft_hookreal[] HIDDEN;
+
+STARTUP_TEXT void hook_resolve_all(void)
+{
+	int e = errno_get();
+	for (struct hookreal *h = __start_weft_hookreal; h < __stop_weft_hookreal; h++) {
+		if (atomic_load_explicit(h->slot, memory_order_acquire))
+			continue;
+		void *p = dlsym(RTLD_NEXT, h->name);
+		if (p)
+			atomic_store_explicit(h->slot, p, memory_order_release);
+	}
+	errno_set(e);
+}
+
+extern void (*rt_hookresolve)(void) HIDDEN;
+
+/* The runtime calls hook_resolve_all through rt_hookresolve. */
+__attribute__((constructor)) static void hook_resolve_register(void)
+{
+	rt_hookresolve = hook_resolve_all;
+}
 
 /* ---- blocking calls ------------------------------------------------------ */
 

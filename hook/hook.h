@@ -42,7 +42,24 @@
 /* Resolve name with dlsym(RTLD_NEXT) once and cache it in *slot. */
 void *hook_resolve(void *_Atomic *slot, const char *name) HIDDEN;
 
-#define DEFREAL(fn) static void *_Atomic real_##fn
+/* Every real function's slot and name, in the section weft_hookreal
+ * (DEFREAL), so that the runtime's start resolves them all at once
+ * (hook_resolve_all): dlsym takes glibc's dl_load_lock, which a G holds
+ * through a dlopen's constructors and relocation, and may hold while it
+ * blocks; a G whose first call of a hooked function came then waited for
+ * it, and the holder perhaps for that G. */
+struct hookreal {
+	void *_Atomic *slot; /* real_<fn> */
+	const char *name;    /* "<fn>" */
+};
+void hook_resolve_all(void) HIDDEN;
+
+#define DEFREAL(fn)                                                            \
+	static void *_Atomic real_##fn;                                        \
+	static struct hookreal hookreal_##fn                                   \
+		__attribute__((used, section("weft_hookreal"), aligned(8))) = { \
+			&real_##fn, #fn                                        \
+		}
 #define REAL(fn) ((__typeof__(&fn))hook_real(&real_##fn, #fn))
 
 static inline void *hook_real(void *_Atomic *slot, const char *name)

@@ -558,6 +558,8 @@ static struct p *releasep(struct m *m)
 static void schedule(struct m *m) __attribute__((noreturn));
 void dump_mstart(void) __attribute__((weak)); /* dump.c */
 
+static void stopm(struct m *m);
+
 static void *mstart(void *arg)
 {
 	struct m *m = arg;
@@ -587,6 +589,8 @@ static void *mstart(void *arg)
 	if (m->nextp) {
 		acquirep(m, m->nextp);
 		m->nextp = NULL;
+	} else {
+		stopm(m); /* a spare made ahead of need (mspare): idle until given a P */
 	}
 	schedule(m);
 }
@@ -612,8 +616,51 @@ static void checkmcount(int32_t n)
 	_exit(2);
 }
 
+/* Make the OS thread of m with glibc's pthread_create, on the running
+ * context's TCB if here (a G that holds the loader's TLS lock: mspare),
+ * else on the M's own TLS.  0 or the error. */
+static int mthread(struct m *m, bool here)
+{
+	pthread_attr_t a;
+	pthread_attr_init(&a);
+	pthread_attr_setstacksize(&a, 1 << 20);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	/* glibc's pthread_create on this thread's own TLS: it reads and
+	 * locks THREAD_SELF, and a failing mmap sets errno, which in a G's
+	 * block is the G's (or, in a scheduler that kept the block, another
+	 * M's G's).  A G that holds the loader's lock makes it on its own
+	 * block, running (its errno kept): glibc's lock is recursive, owned
+	 * by the tid in that block, and the M's own TCB would wait for it. */
+	struct m *self = getm();
+	uintptr_t fs = here ? 0 : tls_ownenter(self);
+	int e = rt_geterrno();
+	int r = rt_pthread_create(&m->thread, &a, mstart, m);
+	rt_seterrno(e);
+	pthread_attr_destroy(&a);
+	if (r == 0) {
+		/* threads can be had again: start sysmon if it could not be */
+		extern _Atomic int sysmon_pending;
+		if (atomic_load_explicit(&sysmon_pending, memory_order_relaxed) &&
+		    atomic_exchange(&sysmon_pending, 0))
+			sysmon_start();
+	}
+	tls_ownleave(self, fs);
+	return r;
+}
+
+/* Invariant: the runtime never waits for a lock a G may hold while it
+ * parks or blocks.  glibc's pthread_create takes dl_load_tls_lock, which
+ * a G holds through a dlopen's relocation (its IFUNC resolvers may make a
+ * thread and wait for it, or block), so an M is not made while another
+ * context holds it (loaderlock.c): the P stays idle, or goes back to the
+ * spare list, and sysmon or the next wakep tries again; the Ms that exist
+ * and the spare such a G made ahead (mspare) run the Gs meanwhile.  Were
+ * the maker to wait, sysmon or an M holding a P would wait for a G that
+ * may need either to go on. */
 static bool newm(struct p *pp, bool spinning)
 {
+	if (loaderlock_other())
+		return false;
 	struct m *m = rtalloc(sizeof *m);
 	if (!m)
 		fatal("out of memory allocating an M");
@@ -625,33 +672,45 @@ static bool newm(struct p *pp, bool spinning)
 		m->alllink = head;
 	while (!atomic_compare_exchange_weak(&allm, &head, m));
 	checkmcount(atomic_fetch_add(&sched.mcount, 1) + 1);
-
-	pthread_attr_t a;
-	pthread_attr_init(&a);
-	pthread_attr_setstacksize(&a, 1 << 20);
-	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	/* glibc's pthread_create on this thread's own TLS: it reads and
-	 * locks THREAD_SELF, and a failing mmap sets errno, which in a G's
-	 * block is the G's (or, in a scheduler that kept the block, another
-	 * M's G's) */
-	struct m *self = getm();
-	uintptr_t fs = tls_ownenter(self);
-	int e = rt_pthread_create(&m->thread, &a, mstart, m);
-	pthread_attr_destroy(&a);
+	int e = mthread(m, false);
 	if (e) {
 		/* m stays on allm (lock-free list) but never runs */
 		atomic_fetch_sub(&sched.mcount, 1);
 		rt_thread_refused(e);
-		tls_ownleave(self, fs);
 		return false;
 	}
-	/* threads can be had again: start sysmon if it could not be */
-	extern _Atomic int sysmon_pending;
-	if (atomic_load_explicit(&sysmon_pending, memory_order_relaxed) &&
-	    atomic_exchange(&sysmon_pending, 0))
-		sysmon_start();
-	tls_ownleave(self, fs);
 	return true;
+}
+
+/* The running G holds the loader's TLS lock (it runs inside a dlopen's
+ * relocation: an IFUNC resolver) and makes a thread: make sure an idle M
+ * exists, made now, on this G's block, where the lock lets
+ * pthread_create through.  If this G then blocks in the kernel (a call
+ * weft does not see) while the new G must run for it to go on, sysmon
+ * lends its P to that M: newm cannot make one until the lock is free
+ * (natively the new thread exists already).  One spare: a second such
+ * need while the lock is held waits for the dlopen to end. */
+void mspare(void)
+{
+	lock(&sched.lock);
+	bool have = sched.nmidle > 0;
+	unlock(&sched.lock);
+	if (have)
+		return;
+	struct m *m = rtalloc(sizeof *m);
+	if (!m)
+		return;
+	m->id = __atomic_add_fetch(&mid_gen, 1, __ATOMIC_RELAXED);
+	struct m *head = atomic_load(&allm);
+	do
+		m->alllink = head;
+	while (!atomic_compare_exchange_weak(&allm, &head, m));
+	checkmcount(atomic_fetch_add(&sched.mcount, 1) + 1);
+	int e = mthread(m, true);
+	if (e) {
+		atomic_fetch_sub(&sched.mcount, 1);
+		rt_thread_refused(e);
+	}
 }
 
 /* The system refused an OS thread (error e): said once per process. */
@@ -1537,6 +1596,14 @@ int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 	gp->arg = arg;
 	gprepare(gp, pp, attr ? attr->name : NULL); /* gentry: in the runtime until fn */
 	gp->sp = NULL; /* gstart makes the first frame when it first runs */
+	if (unlikely(loaderlock_mine())) {
+		/* made inside a dlopen's relocation (an IFUNC resolver), as
+		 * natively on the thread that holds the loader's TLS lock: its
+		 * TLS, and an M to run it should this G block (loaderlock.c) */
+		if (gp->owntls)
+			tls_gprep(gp);
+		mspare();
+	}
 	gcountadd(pp, 1);
 	int64_t id = gp->id; /* once queued, gp may run, end and be reused */
 	/* release: a dump that sees it live (acquire) sees its id and name,
@@ -1742,6 +1809,15 @@ void lendp(struct p *pp, bool hog)
 	if (atomic_load(&sched.npidle) > 0) {
 		wakep(); /* an idle P can take the waiting Gs: no need to lend */
 		return;
+	}
+	/* no idle M, and none can be made until a dlopen ends (newm):
+	 * nothing to lend to now; sysmon asks again next round */
+	if (unlikely(loaderlock_other())) {
+		lock(&sched.lock);
+		bool none = sched.nmidle == 0;
+		unlock(&sched.lock);
+		if (none)
+			return;
 	}
 	/* spares that still run (a lent P's spare retires only at its next
 	 * trip through the scheduler) count against the cap */
@@ -2280,11 +2356,17 @@ static struct p *newp(int32_t id)
 
 static pthread_once_t startonce = PTHREAD_ONCE_INIT;
 void dump_init(void) __attribute__((weak));
+/* hook/hook.c's hook_resolve_all, set by its constructor (the runtime
+ * calls no name hook/ defines: design.md "Layering") */
+void (*rt_hookresolve)(void) HIDDEN;
 
 static void runtime_init_once(void)
 {
 	envinit();
 	allocinit();
+	if (rt_hookresolve)
+		rt_hookresolve(); /* no G or M calls dlsym for a hook */
+	loaderlock_init(); /* before any M is made */
 	tls_g0keep_init(); /* before any M starts */
 	rnasym_init();     /* likewise */
 	stackinit();

@@ -224,6 +224,9 @@ struct g {
 	                           * stack top (tls.c, after a dlopen took static
 	                           * TLS), or NULL */
 	bool tlsslot;             /* its block is in an interleaved slot (tls.c) */
+	void *tlsprep;            /* a scratch block glibc filled for it on its
+	                           * maker, which held the loader's TLS lock
+	                           * (tls_gprep), taken by tls_gbegin; or NULL */
 };
 
 /* ---- signals blocked per G in the kernel (the preload shim's) ------------ */
@@ -816,6 +819,11 @@ bool tls_init(void);                /* resolve glibc's entry points once */
 void tls_setfs(uintptr_t base);     /* load this OS thread's FS base */
 uintptr_t tls_current(void);        /* %fs:0 */
 void tls_gbegin(struct g *gp);      /* on gp: its block at its stack top */
+void tls_gprep(struct g *gp);       /* on its maker, holding the loader's lock */
+void loaderlock_init(void);         /* find glibc's dl_load_tls_lock (loaderlock.c) */
+bool loaderlock_other(void);        /* held by another than this OS thread's own TCB */
+bool loaderlock_mine(void);         /* held by the running context */
+void mspare(void);                  /* proc.c: an idle M made now, on this G's TCB */
 void tls_adopt(struct g *gp, void *tcb); /* on gp: run on tcb from now */
 void tls_gdtors(struct g *gp);      /* on gp: C++ thread_local destructors */
 void tls_gfree(struct g *gp);       /* gp dead and off its M: its block freed */

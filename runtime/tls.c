@@ -567,6 +567,13 @@ static char *block_fill(char *hi, size_t reserve, int tid, bool resdead)
 	return block_fill_at(hi, reserve, tid, resdead, false, false, NULL);
 }
 
+/* The TCB of a scratch block (its allocation: fullreserve + align). */
+static char *scratch_tcb(char *scratch)
+{
+	return tcb_at((char *)(((uintptr_t)scratch + tlsinfo.fullreserve + tlsinfo.align) &
+			       ~(uintptr_t)15));
+}
+
 /* The module TLS of a G's block at its stack top, made by glibc in this
  * M's scratch block and copied.  _dl_allocate_tls writes every static
  * module's image at its offset below the TCB; a module that took static
@@ -588,14 +595,19 @@ static bool scratch_alloc(char *tcb, size_t room, bool slot, bool *toosmall)
 	 * program's malloc, which may park this G, and another G may start
 	 * on this M meanwhile (it makes a scratch block of its own) */
 	struct m *m = getm();
-	char *scratch = m->tlsscratch;
-	m->tlsscratch = NULL;
+	struct g *gp = m ? m->curg : NULL;
+	char *scratch = gp ? gp->tlsprep : NULL;
+	bool prep = scratch != NULL; /* filled on its maker (tls_gprep) */
+	if (!prep) {
+		scratch = m->tlsscratch;
+		m->tlsscratch = NULL;
+	}
 	if (!scratch && !(scratch = rtalloc(tlsinfo.fullreserve + tlsinfo.align)))
 		return false;
-	char *shi = (char *)(((uintptr_t)scratch + tlsinfo.fullreserve + tlsinfo.align) &
-			     ~(uintptr_t)15);
-	char *stcb = tcb_at(shi);
-	bool ok = dl_allocate_tls(stcb) != NULL;
+	char *stcb = scratch_tcb(scratch);
+	bool ok = prep || dl_allocate_tls(stcb) != NULL;
+	if (prep)
+		gp->tlsprep = NULL;
 	if (ok) {
 		dtv_t *dtv = *(dtv_t **)(stcb + TCB_DTV);
 		size_t need = 0;
@@ -604,7 +616,12 @@ static bool scratch_alloc(char *tcb, size_t room, bool slot, bool *toosmall)
 			if (v >= stcb - area && v < stcb && (size_t)(stcb - v) > need)
 				need = (size_t)(stcb - v); /* a static module's block */
 		}
-		if (need > room) {
+		if (need > room && prep) {
+			/* kept for the caller's block of its own */
+			*toosmall = true;
+			gp->tlsprep = scratch;
+			return true;
+		} else if (need > room) {
 			*toosmall = true;
 			dl_deallocate_tls(stcb, false);
 		} else {
@@ -631,6 +648,25 @@ static bool scratch_alloc(char *tcb, size_t room, bool slot, bool *toosmall)
 	else
 		rtfree(scratch);
 	return ok;
+}
+
+/* On the maker of gp (a G with its own TLS to come), which holds the
+ * loader's TLS lock (an IFUNC resolver inside a dlopen makes a thread):
+ * glibc fills gp's scratch block now, as its pthread_create would on
+ * this thread, where the lock is recursive; gp, started, would wait for
+ * the lock in _dl_allocate_tls until the dlopen ends, and the dlopen may
+ * be waiting for gp.  Without memory gp does as any other G. */
+void tls_gprep(struct g *gp)
+{
+	char *scratch = rtalloc(tlsinfo.fullreserve + tlsinfo.align);
+	if (!scratch)
+		return;
+	int e = rt_geterrno();
+	if (dl_allocate_tls(scratch_tcb(scratch)))
+		gp->tlsprep = scratch;
+	else
+		rtfree(scratch);
+	rt_seterrno(e);
 }
 
 /* Find glibc's tcache variable: make a block, run one __libc_malloc and
@@ -1010,7 +1046,19 @@ void tls_gbegin(struct g *gp)
 	char *hi = gp->stack.hi, *mem = NULL, *slot = NULL;
 	size_t reserve = tlsinfo.reserve;
 	bool resdead = tlsinfo.resdead;
-	if (unlikely(tls_grew())) {
+	/* Another thread holds the loader's TLS lock (a dlopen relocates:
+	 * loaderlock.c), which _dl_allocate_tls takes: wait parked, not in
+	 * glibc's lock, which would hold this M and its P while the holder,
+	 * a G, may wait for a G that only they would run (weft's own signal
+	 * Gs, first run during a resolver's wait, took both Ms of 2 Ps, and
+	 * the one the resolver waited for had none).  A G its holder made
+	 * has its block filled already (tls_gprep). */
+	if (!gp->tlsprep)
+		for (int64_t ns = 50000; unlikely(loaderlock_other()); ns = ns < 5000000 ? 2 * ns : ns)
+			weft_sleep(ns);
+	/* a prepared block (tls_gprep) shows where every module is: no
+	 * look at the loader, whose lock its maker may hold */
+	if (unlikely(!gp->tlsprep && tls_grew())) {
 		/* the stack top has no room for what a later dlopen took */
 		if (!(mem = block_alone(&hi, &reserve)))
 			goto nomem;
@@ -1037,7 +1085,9 @@ void tls_gbegin(struct g *gp)
 			goto nomem;
 		resdead = false;
 		memset(hi - reserve, 0, reserve);
-		tcb = block_fill(hi, reserve, gtid(gp), resdead);
+		/* the whole area: a prepared scratch block fits */
+		tcb = gp->tlsprep ? block_fill_at(hi, reserve, gtid(gp), resdead, true, false, &toosmall)
+				  : block_fill(hi, reserve, gtid(gp), resdead);
 	}
 	if (!tcb) {
 		if (slot)

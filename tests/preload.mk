@@ -11,7 +11,8 @@ PRELOAD_TEST_PROGS := $(PRELOAD_TEST_SRC:tests/preload/%.c=$(BUILD)/tests/preloa
 # C++ programs (g++), and the library tls.c dlopens
 PRELOAD_TEST_CXX := $(wildcard tests/preload/*.cc)
 PRELOAD_TEST_PROGS += $(PRELOAD_TEST_CXX:tests/preload/%.cc=$(BUILD)/tests/preload/%) \
-	$(BUILD)/tests/preload/libtlsmod.so $(BUILD)/tests/preload/libtlsie.so
+	$(BUILD)/tests/preload/libtlsmod.so $(BUILD)/tests/preload/libtlsie.so \
+	$(BUILD)/tests/preload/libdlthr.so $(BUILD)/tests/preload/libdlthrb.so
 PRELOAD_SUITES := $(filter $(BUILD)/tests/test_preload%,$(TEST_BIN))
 
 $(BUILD)/tests/preload/%: tests/preload/%.c $(wildcard tests/preload/*.h) tests/clockns.h
@@ -30,6 +31,16 @@ $(BUILD)/tests/preload/libtlsmod.so: tests/preload/lib/tlsmod.c
 $(BUILD)/tests/preload/libtlsie.so: tests/preload/lib/tlsmod.c
 	@mkdir -p $(@D)
 	$(CC) -O2 -g $(WARN) -fPIC -shared -ftls-model=initial-exec $< -o $@
+
+# dlthread.c's libraries: libdlthrb.so's relocation runs libdlthr.so's
+# IFUNC resolver (its dependency, relocated first), inside the dlopen
+$(BUILD)/tests/preload/libdlthr.so: tests/preload/lib/dlthr.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -g $(WARN) -fPIC -shared -pthread $< -o $@
+
+$(BUILD)/tests/preload/libdlthrb.so: tests/preload/lib/dlthrb.c $(BUILD)/tests/preload/libdlthr.so
+	@mkdir -p $(@D)
+	$(CC) -O2 -g $(WARN) -fPIC -shared $< -o $@ -L$(@D) -ldlthr -Wl,-rpath,'$$ORIGIN'
 
 # tls.c checks that a G's TCB carries the stack protector's canary
 $(BUILD)/tests/preload/tls: PRELOAD_PROG_CFLAGS := -fstack-protector-all

@@ -30,6 +30,59 @@ static void tls_case(const char *cs, const char *rounds2, int timeout_s)
 	}
 }
 
+/* tests/preload/dlthread.c MODE: a library's code makes a thread while
+ * the program's dlopen holds glibc's loader locks; natively, then on 1
+ * and 2 Ps, with the runtime started before the dlopen (early) and
+ * inside it; 5 more times on 2 Ps after an early start, where weft's
+ * own signal Gs may first run during the dlopen (1 run in ~20 hung so
+ * before tls_gbegin waited parked).  A hang is killed after 30 s
+ * (h_run). */
+static void dl_case(const char *mode)
+{
+	for (int early = 0; early <= 1; early++) {
+		const char *a[] = { h_prog("dlthread"), mode, early ? "early" : NULL, NULL };
+		h_run(&N, a, NULL, NULL, 30);
+		cr_assert_eq(h_code(&N), 0, "natively: %s%s", N.out, N.err);
+		for (int procs = 1; procs <= (early ? 7 : 2); procs++) {
+			int np = procs < 2 ? procs : 2;
+			h_shim_run(&R, np, a, NULL, NULL, 30);
+			cr_expect_eq(h_code(&R), 0, "procs %d %s: %s%s", np, a[2] ? a[2] : "", R.out,
+				     R.err);
+			cr_expect(strstr(R.out, "ran=1"), "procs %d: %s", np, R.out);
+		}
+	}
+}
+
+/* An IFUNC resolver, run while dlopen relocates (glibc holds
+ * dl_load_tls_lock), makes a thread and joins it: the new G's TLS is
+ * filled on its maker, which holds the lock (tls_gprep), and no M is made
+ * while it is held (newm).  Before: the G waited for the lock in
+ * _dl_allocate_tls, and a new M in pthread_create, for ever. */
+Test(tls, dlopen_ifunc_thread_joined, .timeout = 300)
+{
+	dl_case("ifunc_join");
+}
+
+/* The resolver makes a thread and waits for it in a raw read(2) that
+ * blocks its OS thread: sysmon lends the P to the spare M made when the
+ * thread was (mspare), as no M can be made until the dlopen ends. */
+Test(tls, dlopen_ifunc_thread_while_blocked, .timeout = 300)
+{
+	dl_case("ifunc_raw");
+}
+
+/* A constructor (dl_load_lock only) does the same; its thread's first
+ * call of pthread_getattr_np made the shim look up the real
+ * pthread_attr_init with dlsym, which waited for dl_load_lock, held by
+ * the constructor's G blocked in its read (ctor_raw hung on 1 and 2 Ps):
+ * every real function is now looked up when the runtime starts
+ * (hook_resolve_all). */
+Test(tls, dlopen_constructor_thread, .timeout = 300)
+{
+	dl_case("ctor_join");
+	dl_case("ctor_raw");
+}
+
 /* errno = 0; n = read(); if (errno): gcc -O2 keeps errno's address
  * across the read, in which the G parks; 100,000 reads on 2 Ps. */
 Test(tls, errno_address_kept_across_read, .timeout = 900)
