@@ -30,6 +30,8 @@
 # one thread per connection (docs/benchmarks.md, MariaDB, session 6: the
 # weft server waited 150-390 us per transaction for a CPU).  A client on
 # another machine takes none; pinned, each side has a CPU of its own.
+# MDB_LOGS=DIR: each run's server log kept as DIR/MODE-THREADS.log (the
+# schedtrace lines of MDB_SCHEDTRACE=1 among them).
 # MDB_PERF=1: perf record (cpu-clock) on the server over the run, and the
 # line is followed by its top symbols (object, symbol, share of samples).
 #
@@ -168,6 +170,7 @@ for n in $threads; do
 			awk -F, -v tx="$tx" '$1 ~ /^[0-9]+$/ { sub(/.*:(sys_enter_)?/, "", $3); l = l sprintf(" %s %.2f", $3, $1 / tx) }
 				END { print "         system calls per transaction:" l }' "$d/perf.out"
 		stop
+		[ -n "${MDB_LOGS:-}" ] && mkdir -p "$MDB_LOGS" && cp "$d/server.log" "$MDB_LOGS/$m-$n.log"
 		# MDB_STRACE=1: the server's system calls per transaction (strace -c -f,
 		# which slows it: compare the counts, not the tps)
 		[ "${MDB_STRACE:-0}" = 1 ] && [ -s "$d/strace.out" ] &&

@@ -216,15 +216,18 @@ int io_begin(struct io *io, int fd, unsigned dir)
 {
 	if (fd < 0 || !rt_started())
 		return IO_PASS;
-	if (!hook_g())
+	struct g *gp = hook_g();
+	if (!gp)
 		return IO_PASS; /* a plain thread: the file blocks as the program made it */
 	struct pd *d = pd_get(fd);
 	if (!d)
 		return IO_SYSCALL;
 	uint32_t f = atomic_load_explicit(&d->flags, memory_order_acquire);
 	if (unlikely(f & PD_USERNB) && !(f & PD_CLOSING)) {
-		if (nb_still(d, fd, f))
+		if (nb_still(d, fd, f)) {
+			hook_safepoint(gp);
 			return IO_PASS;
+		}
 		f = atomic_load_explicit(&d->flags, memory_order_acquire);
 	}
 	if (unlikely(!(f & PD_KNOWN))) {

@@ -138,6 +138,23 @@ static inline struct g *hook_g(void)
 	return gp;
 }
 
+/* A G about to make a call that will not park (its fd is one the program
+ * made non-blocking): a point where it takes what sysmon asked of its P,
+ * as at any runtime call - a yield (PF_PREEMPT: its slice is over and Gs
+ * wait) or the return of a spare lent around it (PF_LENT).  A G serving a
+ * client that always answers in time never parks (each recv finds the
+ * next request) and would otherwise run on until it does, while sysmon
+ * took it for C code that never calls in and lent a spare P (an OS
+ * thread) around it.  One relaxed load when nothing was asked. */
+static inline void hook_safepoint(struct g *gp)
+{
+	struct m *m = getm();
+	if (unlikely(atomic_load_explicit(&m->p->flags, memory_order_relaxed))) {
+		rt_enter_g(m, gp);
+		rt_leave_g(m, gp);
+	}
+}
+
 /* A call that blocks the OS thread: after 20 us sysmon has another M
  * run the other Gs; at once for calls known to block long (resolver). */
 void blk_enter(void) HIDDEN;

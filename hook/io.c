@@ -33,10 +33,18 @@ DEFREAL(sendto);
 DEFREAL(sendmsg);
 DEFREAL(sendmmsg);
 
-/* MSG_DONTWAIT asks for one non-blocking try: the program's answer. */
+/* MSG_DONTWAIT asks for one non-blocking try: the program's answer (and
+ * a G's safepoint, as a call on a file it made non-blocking: MariaDB's
+ * vio reads and writes its blocking sockets so, polling on EAGAIN). */
 static int io_begin_flags(struct io *io, int fd, unsigned dir, int flags)
 {
-	return (flags & MSG_DONTWAIT) ? IO_PASS : io_begin(io, fd, dir);
+	if (flags & MSG_DONTWAIT) {
+		struct g *gp = rt_started() ? hook_g() : NULL;
+		if (gp)
+			hook_safepoint(gp);
+		return IO_PASS;
+	}
+	return io_begin(io, fd, dir);
 }
 
 /* MSG_WAITALL only waits for more on a stream socket. */
