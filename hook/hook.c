@@ -611,11 +611,30 @@ long io_once(struct io *io, const struct sc *s, size_t want, bool drains)
 	}
 }
 
+/* A socket that has moved part of a call's bytes and now holds an
+ * error (POLLERR: a reset, an ICMP error).  The kernel's own loop for a
+ * blocking send or a recv with MSG_WAITALL returns what it moved then and
+ * leaves the error for the next call (tcp_sendmsg's do_error,
+ * tcp_recvmsg's break once copied); the next try of weft's loop would
+ * take it instead (sock_error) and return the count, so the program never
+ * saw the reset: its next read said 0, end of file (fuzzer finding 15).
+ * Only sockets: a pipe whose reader went away mid-write sends SIGPIPE
+ * from within that very call natively, which the try still does. */
+static bool part_then_error(const struct io *io, size_t done)
+{
+	if (!done || !(io->kind & PD_SOCK))
+		return false;
+	struct pollfd p = { io->fd, 0, 0 };
+	return sys3(SYS_poll, &p, 1, 0) == 1 && (p.revents & POLLERR);
+}
+
 long io_all(struct io *io, struct sc *s, size_t len)
 {
 	char *buf = (char *)s->a[1];
 	size_t done = 0;
 	for (;;) {
+		if (part_then_error(io, done))
+			return (long)done;
 		io_snap(io, false);
 		s->a[1] = (long)(buf + done);
 		s->a[2] = (long)(len - done);
@@ -682,8 +701,10 @@ long io_allv(struct io *io, long nr, struct msghdr *msg, const struct iovec *iov
 		cnt = (int)msg->msg_iovlen;
 	}
 	size_t total = iov_total(v, cnt), done = 0;
-	long r;
+	long r = 0;
 	for (;;) {
+		if (part_then_error(io, done))
+			break;
 		io_snap(io, false);
 		if (msg) {
 			m.msg_iov = v;
