@@ -36,7 +36,11 @@ _Atomic int32_t netpollwaiters;   /* Gs parked on fds */
  * is set (clock_settime, settimeofday, adjtimex's steps; not the slewing
  * of adjtime/NTP, which moves both clocks alike).  The idea is systemd's
  * (sd-event's clock-change watch); Go has no wall-clock deadlines. */
-static int clockfd = -1;
+/* Written by the maker (and a fork's child) before the timerfd is in the
+ * epoll set, read by whichever M's netpoll sees its event: release and
+ * acquire, since the epoll instance orders them only in the kernel (TSan
+ * saw the read race with the maker's store). */
+static _Atomic int clockfd = -1;
 enum { CW_NONE, CW_MAKING, CW_MADE, CW_FAILED };
 static _Atomic int clockstate; /* CW_*: made once, by the first caller */
 
@@ -84,8 +88,8 @@ static long clockarm(void)
 {
 	/* 2^40 s after the epoch: never; only the cancellation matters */
 	struct itimerspec it = { { 0, 0 }, { (time_t)1 << 40, 0 } };
-	return sys4(SYS_timerfd_settime, clockfd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &it,
-		    NULL);
+	return sys4(SYS_timerfd_settime, atomic_load_explicit(&clockfd, memory_order_acquire),
+		    TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &it, NULL);
 }
 
 bool netpoll_watchclock(void)
@@ -105,14 +109,15 @@ bool netpoll_watchclock(void)
 	long fd = sys3(SYS_timerfd_create, CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK, 0);
 	long r = fd;
 	if (fd >= 0) {
-		clockfd = rt_fdhigh((int)fd);
+		int cfd = rt_fdhigh((int)fd);
+		atomic_store_explicit(&clockfd, cfd, memory_order_release);
 		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = CLOCK_TAG };
 		r = clockarm();
 		if (r == 0)
-			r = sys4(SYS_epoll_ctl, netpoll_epfd, EPOLL_CTL_ADD, clockfd, &ev);
+			r = sys4(SYS_epoll_ctl, netpoll_epfd, EPOLL_CTL_ADD, cfd, &ev);
 		if (r != 0) {
-			(void)sys3(SYS_close, clockfd, 0, 0);
-			clockfd = -1;
+			(void)sys3(SYS_close, cfd, 0, 0);
+			atomic_store_explicit(&clockfd, -1, memory_order_relaxed);
 		}
 	}
 	if (r != 0) {
@@ -137,8 +142,8 @@ void netpoll_clockfork(void)
 	/* the parent's timerfd is shared with it; the new epoll instance
 	 * gets a watch of its own at the child's next realtime deadline */
 	if (atomic_load(&clockstate) == CW_MADE)
-		(void)sys3(SYS_close, clockfd, 0, 0);
-	clockfd = -1;
+		(void)sys3(SYS_close, atomic_load_explicit(&clockfd, memory_order_relaxed), 0, 0);
+	atomic_store_explicit(&clockfd, -1, memory_order_relaxed);
 	atomic_store(&clockstate, CW_NONE);
 }
 
@@ -148,7 +153,7 @@ void netpoll_clockfork(void)
 static void clockevent(void)
 {
 	uint64_t v;
-	long r = sys3(SYS_read, clockfd, &v, sizeof v);
+	long r = sys3(SYS_read, atomic_load_explicit(&clockfd, memory_order_acquire), &v, sizeof v);
 	if (r == -ECANCELED) {
 		int64_t skew = weftenv.clockset_ns;
 		if (skew)
