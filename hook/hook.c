@@ -384,9 +384,11 @@ static long try_check(struct io *io, const struct sc *s)
 	long r = sys3(SYS_poll, &p, 1, 0);
 	if (r < 0)
 		return r;
-	if (r == 0 && !(io->r.mask == PD_WRITE && !(io->kind & (PD_WPOLL | PD_SOCK)) &&
-			wkind_learn(io) == PD_WCALL))
-		return -EAGAIN;
+	if (r == 0) {
+		bool unknown = io->r.mask == PD_WRITE && !(io->kind & (PD_WPOLL | PD_SOCK));
+		if (!unknown || wkind_learn(io) != PD_WCALL)
+			return -EAGAIN;
+	}
 	return sc_blocking(s);
 }
 
