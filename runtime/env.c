@@ -109,6 +109,11 @@ static void debugopts(const char *s)
 				weftenv.kickdelay_ns = (int64_t)v * 1000;
 			else
 				warn("ignoring WEFT_DEBUG %s: want kickdelay=<us>, 0..1000000", tok);
+		} else if (!strncmp(tok, "stall=", 6)) {
+			if (parse_int(tok + 6, 0, 10000000, &v) == 0)
+				weftenv.stall_ns = (int64_t)v * 1000;
+			else
+				warn("ignoring WEFT_DEBUG %s: want stall=<us>, 0..10000000", tok);
 		} else if (!strncmp(tok, "clockset=", 9)) {
 			if (parse_int(tok + 9, -86400, 86400, &v) == 0)
 				weftenv.clockset_ns = (int64_t)v * 1000000000;
@@ -117,7 +122,7 @@ static void debugopts(const char *s)
 				     tok);
 		} else {
 			warn("ignoring WEFT_DEBUG %s: want schedtrace=<ms>, sigquit=continue, kwait=0, "
-			     "g0keep=0, tlsslot=0, kickdelay=<us> or clockset=<s>",
+			     "g0keep=0, tlsslot=0, kickdelay=<us>, stall=<us> or clockset=<s>",
 			     tok);
 		}
 	}
@@ -140,6 +145,7 @@ STARTUP_TEXT void envinit(void)
 	weftenv.maxprocs = 0; /* envmaxprocs */
 	weftenv.stacksize = 256 * 1024;
 	weftenv.stackkind = WEFT_STACK_GUARDED;
+	weftenv.stall_ns = -1;
 
 	const char *s = getenv("WEFT_MAXPROCS");
 	long v;

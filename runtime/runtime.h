@@ -188,7 +188,8 @@ struct g {
 	                           * (g_rtdeadline); the G's own */
 	uint64_t rtgen;           /* clockgen when rtdeadline was set */
 	_Atomic uint64_t intrseq; /* seq of the interruptible wait it is parked in, 0 none */
-	_Atomic uint32_t intrreq; /* an interruption asked for, not yet taken (g_intr_take) */
+	_Atomic uint32_t intrreq; /* INTR_*: an interruption asked for, not yet taken
+	                           * (g_intr_take) */
 	/* Signals of a G (the preload shim's; bits are signals 1..64) */
 	bool sigon;               /* a thread of the program: may be sent signals */
 	_Atomic uint64_t sigmask; /* blocked (pthread_sigmask); written by the G only */
@@ -603,8 +604,9 @@ bool kwait_kick(struct m *m);
 /* A G was readied: if no P is idle and no M spins, end one kernel wait,
  * whose P then looks for it. */
 void kwait_wakeone(void);
-/* A signal or cancellation for gp: end its kernel wait if it is in one. */
-void kwait_kickg(struct g *gp);
+/* A signal or cancellation for gp: end its kernel wait if it is in one;
+ * true if it was in one (ending now, or already asked to end). */
+bool kwait_kickg(struct g *gp);
 /* How a kick reaches thread tid: SIGURG; the shim's SIGWEFT.  Both
  * send it with kwait_sigsend, which marks it as a kick. */
 extern void (*rt_kicktid)(int tid);
@@ -890,6 +892,9 @@ struct weftenv {
 	bool nokwait;          /* WEFT_DEBUG=kwait=0: fd waits always park (entersyscallwait) */
 	int64_t kickdelay_ns;  /* WEFT_DEBUG=kickdelay=<us>: a kick's asker naps this long
 	                        * between its ask and its signal (tests: kwait.c) */
+	int64_t stall_ns;      /* WEFT_DEBUG=stall=<us>: how long a G has to take a process
+	                        * signal routed to it before the router runs it (-1: the
+	                        * shim's default; tests: hook/preload/signal.c, stall) */
 	bool nog0keep;         /* WEFT_DEBUG=g0keep=0: the scheduler loads its M's own TLS (tls.c) */
 	bool notlsslot;        /* WEFT_DEBUG=tlsslot=0: Gs' TLS blocks at their stack tops (tls.c) */
 };
@@ -979,6 +984,14 @@ static inline void waiter_claim_wake_gm(struct waiter *w, struct m *m)
  * timeout would (waiter_block false) and g_interrupted says why.  Any
  * thread; true if it readied gp now. */
 bool g_interrupt(struct g *gp);
+/* g->intrreq.  ASKED: g_interrupt asked; the G's next interruptible wait
+ * ends for it, unless the shim's router withdraws it first (it ran the
+ * G's signal itself: signal.c, stall).  BOUND: a wait of the G is ending
+ * for it (woken by g_interrupt, its park's commit saw the request, or its
+ * kernel wait was kicked): the G takes its signals itself, in the call
+ * that the wait was for, which must end as a thread's call interrupted by
+ * a handler; never withdrawn.  Both cleared by g_intr_take. */
+enum { INTR_NONE = 0, INTR_ASKED = 1, INTR_BOUND = 2 };
 /* The running G: was its last wait ended by g_interrupt? */
 bool g_interrupted(void);
 /* The running G takes (clears) a pending interruption request. */

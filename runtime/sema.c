@@ -130,24 +130,37 @@ struct parkctx {
 	bool intr;      /* interruptible */
 };
 
+/* gp's wait ends for its interruption request: bind the request to it
+ * (INTR_ASKED -> INTR_BOUND), unless the router withdrew it meanwhile. */
+static void intr_bind(struct g *gp)
+{
+	uint32_t asked = INTR_ASKED;
+	atomic_compare_exchange_strong(&gp->intrreq, &asked, INTR_BOUND);
+}
+
 bool g_interrupt(struct g *gp)
 {
-	/* seq_cst store, then load: pairs with waiter_commit's store of
+	/* seq_cst RMW (a store of ASKED over NONE; a request already there
+	 * stays as it is), then load: pairs with waiter_commit's store of
 	 * intrseq then load of intrreq (either we see its seq, or it sees
 	 * our request and does not stay parked) */
-	atomic_store(&gp->intrreq, 1);
+	uint32_t none = INTR_NONE;
+	atomic_compare_exchange_strong(&gp->intrreq, &none, INTR_ASKED);
 	uint64_t s = atomic_load(&gp->intrseq);
 	if (!s) {
-		/* not parked: it may wait in the kernel (seq_cst store of
+		/* not parked: it may wait in the kernel (seq_cst RMW of
 		 * intrreq, then kwait_kickg's load of its M's kwait: a Dekker
-		 * pair with entersyscallwait, kwait.c) */
-		kwait_kickg(gp);
+		 * pair with entersyscallwait, kwait.c).  If so, that wait
+		 * ends and the G parks once, where it takes the request */
+		if (kwait_kickg(gp))
+			intr_bind(gp);
 		return false;
 	}
 	uint64_t want = s << 2 | WS_WAIT;
 	if (!atomic_compare_exchange_strong_explicit(&gp->waitstate, &want, s << 2 | WS_INTR,
 						     memory_order_acq_rel, memory_order_relaxed))
 		return false; /* woken, timed out, or an older wait: its seq is gone */
+	intr_bind(gp);
 	goready(gp);
 	return true;
 }
@@ -209,8 +222,10 @@ static bool waiter_commit(struct g *gp, void *arg)
 		    atomic_compare_exchange_strong_explicit(&gp->waitstate, &want,
 							    seq << 2 | WS_INTR,
 							    memory_order_acq_rel,
-							    memory_order_relaxed))
+							    memory_order_relaxed)) {
+			intr_bind(gp);
 			stay = false; /* asked before we parked: back at once */
+		}
 	}
 	if (pc.unlockf)
 		pc.unlockf(pc.arg);

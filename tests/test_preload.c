@@ -389,6 +389,23 @@ Test(signals, kill_tls, .timeout = 180)
 	sigintr_env("kill_tls", env);
 }
 
+/* A G whose wait a signal already ended runs the handler itself, however
+ * long its M goes unrun: WEFT_DEBUG=stall=0 gives the chosen G no time
+ * before the router would run a process signal for it (on a loaded
+ * machine, 50 ms pass unrun), and the router must still leave a G it
+ * kicked out of a kernel wait, or woke from its park, to run the handler
+ * and end its call with EINTR.  Before, the router ran SIGALRM and the
+ * poll(-1) of `restart` waited on for good (a hang seen in make test at
+ * load 80-300). */
+Test(signals, stall_kernel_wait, .timeout = 600)
+{
+	static const char *const env[] = { "WEFT_DEBUG=stall=0", NULL };
+	static const char *const cases[] = { "restart", "read", "poll", "sleep", "nanosleep",
+					     "sem", "kill_accept", "masks" };
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+		sigintr_env(cases[i], env);
+}
+
 /* 50 threads in sigwait (with 1,000 others busy) park as Gs: they hold
  * no OS thread each (they would if sigwait blocked its thread). */
 Test(signals, sigwait, .timeout = 180)

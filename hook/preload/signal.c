@@ -79,6 +79,7 @@ static int sfd = -1;           /* signalfd on P's catchable signals */
 static int rfd = -1;           /* signalfd on H minus P: what the router reads */
 static struct pd *rpd;         /* its descriptor, once the router parks on it */
 #define STALL_NS 50000000      /* see stall() */
+#define STALL_AGAIN 1000000    /* look again at a stalled G that runs it itself (stall_take) */
 static struct stall {
 	struct g *g;  /* the G a process signal was given to, NULL none */
 	int64_t when; /* the router runs it from then on */
@@ -1029,10 +1030,15 @@ static bool deliver(struct g *gp, int s, const siginfo_t *si, bool thr)
  * run the handler STALL_NS later, the router runs it, as the kernel would
  * have run it on a thread at once.  One per signal number. */
 
+static int64_t stall_ns(void)
+{
+	return weftenv.stall_ns >= 0 ? weftenv.stall_ns : STALL_NS;
+}
+
 static void stall(struct g *gp, int s)
 {
 	lock(&ilock);
-	stalls[s] = (struct stall){ gp, nanotime() + STALL_NS };
+	stalls[s] = (struct stall){ gp, nanotime() + stall_ns() };
 	unlock(&ilock);
 	if (rpd) /* the router recomputes its deadline */
 		pd_kick(rpd, PD_READ);
@@ -1242,6 +1248,29 @@ static int sig_run(void)
 	return ran ? r | SIGRUN_RAN : 0;
 }
 
+/* May the router run s, stalled on gp, itself?  Not when a wait of gp
+ * is already ending for it (INTR_BOUND: its kernel wait was kicked, or it
+ * was woken from its park or saw the request parking, and an M that has
+ * not run since keeps it from the handler - a loaded machine): gp runs
+ * the handler itself, and the call it waited in must then end with EINTR
+ * (or restart) as a thread's call would; the router running it would
+ * leave that call waiting on, for good in a poll(-1) (sigintr restart).
+ * A request only asked for is withdrawn (ASKED -> NONE) as the router
+ * takes the signal: the G's next wait does not end for a handler that ran
+ * elsewhere.  None left (the G took it, in sig_run): the signal is its to
+ * run, unless it blocks it now or sits parked or in a call that weft
+ * cannot interrupt. */
+static bool stall_take(struct g *gp, int s)
+{
+	uint32_t v = INTR_ASKED;
+	if (atomic_compare_exchange_strong(&gp->intrreq, &v, INTR_NONE))
+		return true;
+	if (v == INTR_BOUND)
+		return false;
+	uint32_t st = atomic_load_explicit(&gp->status, memory_order_relaxed);
+	return st == G_WAITING || st == G_SYSCALL || (g_blocked(gp) & sigbit(s));
+}
+
 /* The router: run the stalled signals whose time has come; the earliest
  * time still to come, or -1. */
 static int64_t run_stalled(void)
@@ -1259,6 +1288,19 @@ static int64_t run_stalled(void)
 		if (!due) {
 			if (next < 0 || st.when < next)
 				next = st.when;
+			continue;
+		}
+		if (!(atomic_load(&st.g->sigpend) & sigbit(s)))
+			continue; /* it took it */
+		if (!stall_take(st.g, s)) {
+			/* it runs it itself, soon: look again later */
+			int64_t when = now + (stall_ns() > STALL_AGAIN ? stall_ns() : STALL_AGAIN);
+			lock(&ilock);
+			if (!stalls[s].g)
+				stalls[s] = (struct stall){ st.g, when };
+			unlock(&ilock);
+			if (next < 0 || when < next)
+				next = when;
 			continue;
 		}
 		if (atomic_fetch_and(&st.g->sigpend, ~sigbit(s)) & sigbit(s)) {
