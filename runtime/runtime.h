@@ -607,6 +607,9 @@ void kwait_wakeone(void);
 /* A signal or cancellation for gp: end its kernel wait if it is in one;
  * true if it was in one (ending now, or already asked to end). */
 bool kwait_kickg(struct g *gp);
+/* The state letter of OS thread tid (/proc/self/task/TID/stat: R running
+ * or runnable, S or D asleep in the kernel...), or 0 (sysmon.c). */
+char rt_threadstate(int tid);
 /* How a kick reaches thread tid: SIGURG; the shim's SIGWEFT.  Both
  * send it with kwait_sigsend, which marks it as a kick. */
 extern void (*rt_kicktid)(int tid);

@@ -57,7 +57,7 @@ static bool haswork(struct p *pp, int64_t now)
 
 /* The state letter of thread tid (/proc/self/task/TID/stat: R running
  * or runnable, S or D asleep in the kernel...), or 0. */
-static char threadstate(int tid)
+char rt_threadstate(int tid)
 {
 	char path[64], buf[512];
 	snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
@@ -163,7 +163,7 @@ static bool inkernel(struct p *pp, int64_t now, uint32_t tick)
 	 * such wait, which adds to the contention. */
 	if (!statread_due(pp, now))
 		return false;
-	if (threadstate(tid) != 'S') {
+	if (rt_threadstate(tid) != 'S') {
 		statread_backoff(pp, now);
 		return false;
 	}
@@ -200,7 +200,7 @@ static bool kwaitstuck(struct p *pp, int64_t now)
 	 * runnable is on its way out (a loaded machine may not run it for
 	 * a while), and a spare would only add a thread */
 	int tid = atomic_load_explicit(&m->tid, memory_order_relaxed);
-	if (tid <= 0 || threadstate(tid) != 'S')
+	if (tid <= 0 || rt_threadstate(tid) != 'S')
 		return true;
 	/* once, the kick again: it came between the wait's look and its
 	 * call while the handler that would have moved it out could not

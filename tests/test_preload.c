@@ -396,12 +396,13 @@ Test(signals, kill_tls, .timeout = 180)
  * kicked out of a kernel wait, or woke from its park, to run the handler
  * and end its call with EINTR.  Before, the router ran SIGALRM and the
  * poll(-1) of `restart` waited on for good (a hang seen in make test at
- * load 80-300). */
+ * load 80-300).  Nor does it take the signal from a G whose thread runs
+ * (or waits for a CPU): alarm_spin's handler runs on the computing G. */
 Test(signals, stall_kernel_wait, .timeout = 600)
 {
 	static const char *const env[] = { "WEFT_DEBUG=stall=0", NULL };
 	static const char *const cases[] = { "restart", "read", "poll", "sleep", "nanosleep",
-					     "sem", "kill_accept", "masks" };
+					     "sem", "kill_accept", "masks", "alarm_spin", "compute" };
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
 		sigintr_env(cases[i], env);
 }

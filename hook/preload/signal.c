@@ -1248,6 +1248,24 @@ static int sig_run(void)
 	return ran ? r | SIGRUN_RAN : 0;
 }
 
+/* Does gp run on an OS thread that the kernel runs, or would if it had a
+ * CPU (R)?  Then it takes its signal itself as that thread runs on
+ * (sigasync.c stops it in user code; the router's rescan keeps asking):
+ * as the kernel runs a handler on a thread when the thread next runs,
+ * however loaded the machine.  Asleep in the kernel (S, D: a call weft
+ * does not see, a futex inside libc), it cannot. */
+static bool g_oncpu(struct g *gp)
+{
+	if (atomic_load_explicit(&gp->status, memory_order_relaxed) != G_RUNNING)
+		return false;
+	for (struct m *m = atomic_load(&allm); m; m = m->alllink)
+		if (atomic_load_explicit(&m->curg, memory_order_relaxed) == gp) {
+			int tid = atomic_load(&m->tid);
+			return tid > 0 && rt_threadstate(tid) == 'R';
+		}
+	return false;
+}
+
 /* May the router run s, stalled on gp, itself?  Not when a wait of gp
  * is already ending for it (INTR_BOUND: its kernel wait was kicked, or it
  * was woken from its park or saw the request parking, and an M that has
@@ -1259,9 +1277,11 @@ static int sig_run(void)
  * takes the signal: the G's next wait does not end for a handler that ran
  * elsewhere.  None left (the G took it, in sig_run): the signal is its to
  * run, unless it blocks it now or sits parked or in a call that weft
- * cannot interrupt. */
+ * cannot interrupt.  And never from a G whose thread runs (g_oncpu). */
 static bool stall_take(struct g *gp, int s)
 {
+	if (g_oncpu(gp))
+		return false;
 	uint32_t v = INTR_ASKED;
 	if (atomic_compare_exchange_strong(&gp->intrreq, &v, INTR_NONE))
 		return true;
