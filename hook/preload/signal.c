@@ -15,8 +15,9 @@
  *     it only ever takes a default action, as the kernel would in any
  *     thread;
  *   - every runtime thread (Ms, sysmon, the dumper) blocks all
- *     asynchronous signals; faults, SIGPIPE / SIGXFSZ (blocked as P
- *     says) and the runtime's own SIGURG reach them, as today;
+ *     asynchronous signals; faults, SIGPIPE / SIGXFSZ (an M blocks them
+ *     as the G it runs does, and those P has while it runs no G; the
+ *     others block both) and the runtime's own SIGURG reach them;
  *   - a signal with a handler that some G lets through (H minus P)
  *     stays pending for the process until the router (a G parked on a
  *     signalfd for S minus P) reads it and gives it to one G that does
@@ -167,6 +168,27 @@ static void m_mask(sigset_t *m)
 	rt_mask(m, mp ? atomic_load_explicit(&mp->sigk, memory_order_relaxed) : 0);
 }
 
+/* On an M running no program G (its scheduler, idle; a G of the shim's),
+ * in its SIGWEFT handler: m->sigk gains what every program G blocks now
+ * (rt_sigkidle), and the handler's return blocks it (m_mask).  Only adds:
+ * a sigkswitch this interrupts is then the scheduler's (proc.c
+ * sigk_switch with no program G), which only adds bits too, so the mask
+ * it sets after we return still holds what m->sigk says.  One running a
+ * program G has that G's already (every G blocks those). */
+static void m_idle(void)
+{
+	struct m *mp = getm();
+	if (!mp)
+		return;
+	struct g *c = atomic_load_explicit(&mp->curg, memory_order_relaxed);
+	if (c && c->sigon)
+		return;
+	uint64_t have = atomic_load_explicit(&mp->sigk, memory_order_relaxed);
+	uint64_t add = atomic_load_explicit(&rt_sigkidle, memory_order_relaxed) & ~have;
+	if (add)
+		atomic_store_explicit(&mp->sigk, have | add, memory_order_relaxed);
+}
+
 /* What the signal thread runs with: P and S (handlers run on Gs, if the
  * router that gives them to Gs runs). */
 static void st_mask(sigset_t *m)
@@ -206,6 +228,7 @@ static void on_weft(int sig, siginfo_t *si, void *ucv)
 		 * the restarted wait return at once (sig_thread) */
 		atomic_fetch_add(&hgen, 1);
 	} else {
+		m_idle();
 		m_mask(&uc->uc_sigmask);
 		(void)kwait_onsignal(si, uc); /* a kernel wait here ends (runtime/kwait.c) */
 		async_check(uc); /* a G computing here with a signal to run */
@@ -368,13 +391,18 @@ static void sig_err(int e)
 
 /* ---- runtime threads ----------------------------------------------------------- */
 
-/* A new M (rt_mstarted), sigk 0: its mask is rt_mask(0), not its
- * creator's kbits().  Nothing is pending on a new thread, and a SIGWEFT
- * handler here meanwhile sets the same mask. */
+/* A new M (rt_mstarted): it blocks kbits() until its first G lets them
+ * through (proc.c sigk_switch), as an idle M blocks what every G blocks:
+ * it may sit idle before it runs any G, and its tid is not yet there for
+ * ms_idle.  sigk first: a SIGWEFT handler here meanwhile sets the same
+ * mask (m_mask). */
 static void m_started(void)
 {
+	struct m *mp = getm();
+	if (mp)
+		atomic_store_explicit(&mp->sigk, kbits(), memory_order_relaxed);
 	sigset_t m;
-	rt_mask(&m, 0);
+	rt_mask(&m, mp ? kbits() : 0);
 	REAL(pthread_sigmask)(SIG_SETMASK, &m, NULL);
 }
 
@@ -386,10 +414,11 @@ int sig_rt_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), vo
 	REAL(pthread_sigmask)(SIG_SETMASK, NULL, &old);
 	if (sigismember(&old, SIGWEFT))
 		want = old; /* the dumper, made with everything blocked: so be it */
-	else /* never let this thread's kbits() through meanwhile: one may
-	      * be pending here (a G's that blocks it); a new M sets its own
-	      * (m_started) */
-		rt_mask(&want, tobits(&old));
+	else /* never let kbits() through there: sysmon and the like run no
+	      * G, so they block them as an idle M does what every G blocks
+	      * (m_idle), and one may be pending here (a G's that blocks
+	      * it); a new M sets its own (m_started) */
+		rt_mask(&want, kbits());
 	/* an exec under way kills every other thread and makes clone fail
 	 * meanwhile: wait for it to fail or succeed (then we are gone) */
 	while (atomic_load(&sig_execing))
@@ -718,6 +747,7 @@ void sig_start(void)
 	sigset_t m;
 	REAL(pthread_sigmask)(SIG_SETMASK, NULL, &m);
 	atomic_store(&pbits, tobits(&m) & ~unblockable());
+	atomic_store(&rt_sigkidle, atomic_load(&pbits) & kbits());
 	skeep = !debug_word("sigkeep=0");
 	atomic_store(&hbits, h_scan());
 	atomic_store(&sbits, atomic_load(&hbits));
@@ -831,6 +861,8 @@ static uint64_t p_set_locked(void)
 	if (np == atomic_load_explicit(&pbits, memory_order_relaxed))
 		return 0;
 	atomic_store_explicit(&pbits, np, memory_order_release);
+	/* seq_cst: before masks_apply reads the Ms' sigk (ms_idle) */
+	atomic_store(&rt_sigkidle, np & kbits());
 	return atomic_fetch_add(&pgen, 1) + 1;
 }
 
@@ -859,9 +891,12 @@ static uint64_t h_set_locked(int s, bool on)
 }
 
 
+static void ms_idle(void);
+
 /* After a change to generation g: the signalfds and the signal thread
  * (waited for on a G: as the kernel does, a signal unblocked now is acted
- * on before we return).  Not the Ms: kbits() follow the G they run.
+ * on before we return).  Not the Ms: kbits() follow the G they run, but
+ * an M that runs none is told of P's (ms_idle, not waited for).
  * pch: P changed (else S alone: the watcher's signalfd, on P, stays). */
 static void masks_apply(uint64_t g, bool pch)
 {
@@ -873,6 +908,8 @@ static void masks_apply(uint64_t g, bool pch)
 		router_start();
 	}
 	uint64_t p = atomic_load(&pbits);
+	if (pch)
+		ms_idle();
 	if (pch)
 		sfd_update();
 	rfd_update();
@@ -897,6 +934,28 @@ static void masks_apply(uint64_t g, bool pch)
 	}
 	weft_mutex_unlock(&smu);
 	errno_set(e);
+}
+
+/* P changed: an M running no program G (idle: its last G, which let
+ * SIGPIPE through, ended, or has since blocked it elsewhere) blocks what
+ * every G blocks now, or a process-directed SIGPIPE could reach it and
+ * kill the process where it stays pending natively.  Those whose sigk
+ * lacks a bit of rt_sigkidle get SIGWEFT (m_idle, in its handler, adds it
+ * if it runs no program G then; one that runs one has it already, or
+ * gets it at its switch).  The Ms' sigk is read after the store of
+ * rt_sigkidle (seq_cst): an M that read the older rt_sigkidle at its
+ * switch to the scheduler has the older sigk, so is told; one that read
+ * the newer has the bit. */
+static void ms_idle(void)
+{
+	uint64_t idle = atomic_load(&rt_sigkidle);
+	if (!idle)
+		return;
+	for (struct m *mp = atomic_load(&allm); mp; mp = mp->alllink) {
+		int tid = atomic_load(&mp->tid);
+		if (tid && (idle & ~atomic_load_explicit(&mp->sigk, memory_order_relaxed)))
+			tell(tid);
+	}
 }
 
 /* Gs in h_update: while one is, h_changed takes no short cut (below). */
@@ -1871,6 +1930,14 @@ HOOK int raise(int sig)
 HOOK int kill(pid_t pid, int sig)
 {
 	if (!on_g() || pid != getpid())
+		return REAL(kill)(pid, sig);
+	/* SIGPIPE, SIGXFSZ the caller blocks: the process's, as natively
+	 * (a thread that lets it through takes it - the signal thread if
+	 * some G does: it blocks only P of these two - else pending for the
+	 * process), not pending on this M, which drops it when it runs a G
+	 * that lets it through (sigkswitch) */
+	struct g *gp = getg();
+	if ((sigbit(sig) & kbits()) && gp->sigon && (g_blocked(gp) & sigbit(sig)))
 		return REAL(kill)(pid, sig);
 	return self_signal(sig);
 }
