@@ -352,6 +352,10 @@ SIGINTR(handler_mask)
  * ms_idle; proc.c sigk_switch); a parked thread that lets it through is
  * killed by it, as natively */
 SIGINTR(idle_block)
+/* siglongjmp out of a handler puts back the saved SIGPIPE, blocked or
+ * let through, on the G and its OS thread's kernel mask (signal.c
+ * jump_out: the jump made with __mask_was_saved 0) */
+SIGINTR(jump_mask)
 SIGINTR(storm)
 SIGINTR(cancel)
 /* one thread in sigwait beside 10,000 busy ones */

@@ -1995,26 +1995,53 @@ HOOK int pidfd_send_signal(int fd, int sig, siginfo_t *info, unsigned int flags)
 /* A handler run on a G blocks its signal (and sa_mask) in g->sighold
  * until it returns (run_one).  One that leaves with longjmp never
  * returns: as the kernel, the G's mask is then what the jump says - the
- * mask sigsetjmp saved (taken to be the G's own, the handler's blocks
- * dropped, and what they held back is run now, as the kernel delivers
- * it once glibc's siglongjmp has restored the mask), or, with no mask
- * saved (setjmp), the mask as the handler ran with it. */
-static void jump_out(struct __jmp_buf_tag *env)
+ * mask sigsetjmp saved, or, with no mask saved (setjmp), the mask as the
+ * handler ran with it - and what it let through is run now, as the kernel
+ * delivers it once glibc's siglongjmp has restored the mask.
+ *
+ * glibc's sigsetjmp saves its thread's kernel mask, with its own
+ * sigprocmask (no PLT: out of our reach), and siglongjmp restores it so:
+ * on a G that is its M's mask, every asynchronous signal blocked, and of
+ * SIGPIPE / SIGXFSZ the G's then (its M's follows it: m->sigk), maybe on
+ * another M.  So with a mask saved, the G's mask becomes its own now
+ * (less the handler's blocks) with kbits() as saved, through setp (P,
+ * its M's kernel mask and m->sigk, what that lets through run), and the
+ * jump is made with a copy whose __mask_was_saved is 0: glibc's would
+ * put the saved kernel mask on this M behind m->sigk's back.  A copy
+ * jumps as the original: glibc's siglongjmp reads the registers from it
+ * and demangles them with the thread's pointer guard, never with the
+ * buffer's address, and the unwinding of cleanups before the jump goes
+ * by the saved stack pointer; the copy, in our frame, is read before
+ * the stack moves.  A signal other than those two blocked or unblocked
+ * between sigsetjmp and the jump keeps the G's mask as it is now: the
+ * saved kernel mask does not say what the G's was.  true: jump with the
+ * copy. */
+static bool jump_out(struct __jmp_buf_tag *env)
 {
 	struct g *gp = getg();
 	if (!on_g() || !gp->sigon)
-		return;
+		return false;
 	uint64_t hold = atomic_load(&gp->sighold);
-	if (!hold)
-		return;
-	atomic_store(&gp->sighold, 0);
-	/* its M's kernel mask (setp below changes nothing then): what the
-	 * handler held is let through again */
-	if (env->__mask_was_saved && (hold & kbits()))
-		sigk_self(gp);
 	sigset_t s;
-	frombits(env->__mask_was_saved ? 0 : hold, &s);
-	setp(SIG_BLOCK, &s, NULL); /* runs what is let through now */
+	if (!env->__mask_was_saved) {
+		if (!hold)
+			return false;
+		atomic_store(&gp->sighold, 0);
+		frombits(hold, &s);
+		setp(SIG_BLOCK, &s, NULL); /* runs what is let through now */
+		return false;
+	}
+	uint64_t want = (atomic_load(&gp->sigmask) & ~kbits()) |
+			(tobits(&env->__saved_mask) & kbits());
+	frombits(want, &s);
+	setp(SIG_SETMASK, &s, NULL); /* the handler's blocks still held */
+	if (hold) {
+		atomic_store(&gp->sighold, 0);
+		if (hold & kbits()) /* its M's kernel mask too */
+			sigk_self(gp);
+		sig_run(); /* what the handler held back */
+	}
+	return true;
 }
 
 DEFREAL(siglongjmp);
@@ -2023,31 +2050,39 @@ DEFREAL(_longjmp);
 _Noreturn void __longjmp_chk(struct __jmp_buf_tag env[1], int val);
 DEFREAL(__longjmp_chk);
 
+/* Each jumps with env, or (jump_out true) with a copy whose
+ * __mask_was_saved is 0. */
+#define JUMP(real, env, val)                                  \
+	do {                                                  \
+		if (jump_out(env)) {                          \
+			struct __jmp_buf_tag c_ = (env)[0];   \
+			c_.__mask_was_saved = 0;              \
+			REAL(real)(&c_, val);                 \
+		}                                             \
+		REAL(real)(env, val);                         \
+	} while (0)
+
 HOOK _Noreturn void siglongjmp(sigjmp_buf env, int val)
 {
-	jump_out(env);
-	REAL(siglongjmp)(env, val);
+	JUMP(siglongjmp, env, val);
 	__builtin_unreachable();
 }
 
 HOOK _Noreturn void longjmp(jmp_buf env, int val)
 {
-	jump_out(env);
-	REAL(longjmp)(env, val);
+	JUMP(longjmp, env, val);
 	__builtin_unreachable();
 }
 
 HOOK _Noreturn void _longjmp(jmp_buf env, int val)
 {
-	jump_out(env);
-	REAL(_longjmp)(env, val);
+	JUMP(_longjmp, env, val);
 	__builtin_unreachable();
 }
 
 HOOK _Noreturn void __longjmp_chk(struct __jmp_buf_tag env[1], int val)
 {
-	jump_out(env);
-	REAL(__longjmp_chk)(env, val);
+	JUMP(__longjmp_chk, env, val);
 	__builtin_unreachable();
 }
 

@@ -7,7 +7,7 @@
  * exits 0 if all held.  Cases: read, accept, poll, sleep, nanosleep,
  * sem, compute, spin, spin_libc, alarm_spin, longjmp, restart, kill_accept,
  * kill_tls, kill_waitpid, tgkill, masks, pipe_flips, pipe_mixed, pipe_nb,
- * pipe_allblock, xfsz, handler_mask, idle_block, storm, sigwait, sigwait_busy, cancel,
+ * pipe_allblock, xfsz, handler_mask, idle_block, jump_mask, storm, sigwait, sigwait_busy, cancel,
  * handler_gone; and gone_dfl_self, gone_dfl_out, which end killed by
  * SIGUSR2.
  */
@@ -1116,6 +1116,103 @@ static void case_idle_block(void)
 	    WIFSIGNALED(st) && WTERMSIG(st) == SIGPIPE);
 }
 
+/* ---- siglongjmp puts back the saved mask of SIGPIPE ---------------------------------------- */
+
+static sigjmp_buf jm_env;
+
+static void on_jm(int s)
+{
+	(void)s;
+	siglongjmp(jm_env, 1);
+}
+
+static bool pipe_blocked(void)
+{
+	sigset_t cur;
+	pthread_sigmask(SIG_SETMASK, NULL, &cur);
+	return sigismember(&cur, SIGPIPE);
+}
+
+/* sigsetjmp(env, 1) with SIGPIPE let through (or blocked), then the
+ * other way, then a SIGUSR1 handler siglongjmps back: the saved mask is
+ * back (glibc's siglongjmp restores the OS thread's mask, which under
+ * weft, before signal.c jump_out applied it to the G, left the G's as
+ * it was and its OS thread's kernel mask the saved one), and a write to
+ * a broken pipe then fails with EPIPE, SIGPIPE pending, when blocked. */
+static void *jm_thread(void *arg)
+{
+	(void)arg;
+	long bad = 0;
+	sigset_t ps, pend;
+	sigemptyset(&ps);
+	sigaddset(&ps, SIGPIPE);
+	struct timespec zero = { 0, 0 };
+	for (volatile int i = 0; i < 10; i++) {
+		pthread_sigmask(SIG_UNBLOCK, &ps, NULL);
+		if (sigsetjmp(jm_env, 1) == 0) {
+			pthread_sigmask(SIG_BLOCK, &ps, NULL);
+			pthread_kill(pthread_self(), SIGUSR1);
+			bad += 100; /* not reached */
+		}
+		bad += pipe_blocked();
+		pthread_sigmask(SIG_BLOCK, &ps, NULL);
+		if (sigsetjmp(jm_env, 1) == 0) {
+			pthread_sigmask(SIG_UNBLOCK, &ps, NULL);
+			pthread_kill(pthread_self(), SIGUSR1);
+			bad += 100;
+		}
+		bad += !pipe_blocked();
+		bad += !epipe();
+		sigpending(&pend);
+		bad += !sigismember(&pend, SIGPIPE);
+		bad += sigtimedwait(&ps, NULL, &zero) != SIGPIPE;
+		usleep(100);
+	}
+	return (void *)bad;
+}
+
+/* let through by the saved mask: a write to a broken pipe kills */
+static void *jm_killed(void *arg)
+{
+	(void)arg;
+	sigset_t ps;
+	sigemptyset(&ps);
+	sigaddset(&ps, SIGPIPE);
+	if (sigsetjmp(jm_env, 1) == 0) {
+		pthread_sigmask(SIG_BLOCK, &ps, NULL);
+		pthread_kill(pthread_self(), SIGUSR1);
+	}
+	pipe_writer(NULL);
+	return NULL;
+}
+
+static void case_jump_mask(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_jm;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	pthread_t sp[2], t[2];
+	flips_stop = 0;
+	for (int i = 0; i < 2; i++)
+		pthread_create(&sp[i], NULL, flip_spinner, NULL);
+	long bad = 0;
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, jm_thread, NULL);
+	for (int i = 0; i < 2; i++) {
+		void *r;
+		pthread_join(t[i], &r);
+		bad += (long)r;
+	}
+	flips_stop = 1;
+	for (int i = 0; i < 2; i++)
+		pthread_join(sp[i], NULL);
+	say("jump_mask: siglongjmp puts back the saved SIGPIPE, blocked or let through", bad == 0);
+	say("jump_mask: let through by the saved mask, a write to a broken pipe kills",
+	    thread_killed_by(jm_killed) == SIGPIPE);
+}
+
 /* ---- 1,000 readers, SIGALRM every millisecond -------------------------------------------- */
 
 #define NR 1000
@@ -1496,6 +1593,7 @@ static const struct {
 	{ "xfsz", case_xfsz },
 	{ "handler_mask", case_handler_mask },
 	{ "idle_block", case_idle_block },
+	{ "jump_mask", case_jump_mask },
 	{ "storm", case_storm },
 	{ "sigwait", case_sigwait },
 	{ "sigwait_busy", case_sigwait_busy },
