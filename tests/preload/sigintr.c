@@ -1118,7 +1118,7 @@ static void case_idle_block(void)
 
 /* ---- siglongjmp puts back the saved mask of SIGPIPE ---------------------------------------- */
 
-static sigjmp_buf jm_env;
+static __thread sigjmp_buf jm_env; /* each thread's own: two jump at once */
 
 static void on_jm(int s)
 {
