@@ -1062,20 +1062,26 @@ static void stackwait_run(void)
 }
 
 _Atomic uint64_t rt_sigkbits;
+_Atomic uint64_t rt_sigkidle;
 void (*rt_mstarted)(void);
 void (*rt_sigkswitch)(struct m *m, uint64_t want);
 
-/* rt_sigkbits set, to about to run on m: its blocked per-G signals into
- * the kernel mask if the M's differ.  Only a program's Gs (sigon): the
- * shim's own keep what the M has. */
+/* rt_sigkbits set, to (NULL: the scheduler) about to run on m: its
+ * blocked per-G signals into the kernel mask if the M's differ.  A
+ * program's G (sigon): exactly its own.  No program G (the scheduler,
+ * idle; a G of the shim's): what the M has, plus what every program G
+ * blocks (rt_sigkidle), so a process-directed one stays pending for the
+ * process as natively: one load and a compare unless that adds a bit. */
 static __attribute__((noinline)) void sigk_switch(struct m *m, struct g *to)
 {
-	if (!to->sigon)
-		return;
-	uint64_t want = (atomic_load_explicit(&to->sigmask, memory_order_relaxed) |
-			 atomic_load_explicit(&to->sighold, memory_order_relaxed)) &
-			atomic_load_explicit(&rt_sigkbits, memory_order_relaxed);
-	if (want != atomic_load_explicit(&m->sigk, memory_order_relaxed))
+	uint64_t have = atomic_load_explicit(&m->sigk, memory_order_relaxed), want;
+	if (to && to->sigon)
+		want = (atomic_load_explicit(&to->sigmask, memory_order_relaxed) |
+			atomic_load_explicit(&to->sighold, memory_order_relaxed)) &
+		       atomic_load_explicit(&rt_sigkbits, memory_order_relaxed);
+	else
+		want = have | atomic_load_explicit(&rt_sigkidle, memory_order_relaxed);
+	if (want != have)
 		rt_sigkswitch(m, want);
 }
 
@@ -1122,7 +1128,7 @@ static inline __attribute__((always_inline)) void gswitch_inl(struct m *m, struc
 		gcpu_switch(m, from, to);
 	mtally(from ? (to ? &m->nswgg : &m->nswg0) : &m->nsw0g);
 	/* the kernel mask's per-G signals (runtime.h): one load linked */
-	if (unlikely(atomic_load_explicit(&rt_sigkbits, memory_order_relaxed)) && to)
+	if (unlikely(atomic_load_explicit(&rt_sigkbits, memory_order_relaxed)))
 		sigk_switch(m, to);
 	san_switch_start(m, from, to);
 	tls_loadfs(m, to);

@@ -237,8 +237,13 @@ struct g {
  * in its OS thread's kernel mask while it runs, one that does not must
  * not.  The shim sets the bits (0 linked: nothing is done); a switch to
  * a program G whose (sigmask | sighold) differs there from m->sigk calls
- * rt_sigkswitch(m, want), which makes the kernel mask and m->sigk want. */
+ * rt_sigkswitch(m, want), which makes the kernel mask and m->sigk want.
+ * A switch to the scheduler (or to a G of the shim's) blocks, besides what
+ * m->sigk has, rt_sigkidle: those every program G blocks (set by the
+ * shim), so no OS thread lets through a signal that every thread of the
+ * program blocks. */
 extern _Atomic uint64_t rt_sigkbits;
+extern _Atomic uint64_t rt_sigkidle;
 extern void (*rt_sigkswitch)(struct m *m, uint64_t want);
 /* Called first by every new M on its own thread (the shim: its mask for
  * sigk 0, not its creator's).  NULL: nothing. */

@@ -346,6 +346,16 @@ SIGINTR(xfsz)
  * killed; after it returns (or siglongjmp) SIGPIPE kills again (signal.c
  * run_one, jump_out: sigk_self) */
 SIGINTR(handler_mask)
+/* every thread blocks SIGPIPE (threads that let it through have ended):
+ * kill()s of it stay pending for the process; an OS thread left idle by
+ * one that let it through took it and died before (signal.c m_idle,
+ * ms_idle; proc.c sigk_switch); a parked thread that lets it through is
+ * killed by it, as natively */
+SIGINTR(idle_block)
+/* siglongjmp out of a handler puts back the saved SIGPIPE, blocked or
+ * let through, on the G and its OS thread's kernel mask (signal.c
+ * jump_out: the jump made with __mask_was_saved 0) */
+SIGINTR(jump_mask)
 SIGINTR(storm)
 SIGINTR(cancel)
 /* one thread in sigwait beside 10,000 busy ones */

@@ -15,8 +15,9 @@
  *     it only ever takes a default action, as the kernel would in any
  *     thread;
  *   - every runtime thread (Ms, sysmon, the dumper) blocks all
- *     asynchronous signals; faults, SIGPIPE / SIGXFSZ (blocked as P
- *     says) and the runtime's own SIGURG reach them, as today;
+ *     asynchronous signals; faults, SIGPIPE / SIGXFSZ (an M blocks them
+ *     as the G it runs does, and those P has while it runs no G; the
+ *     others block both) and the runtime's own SIGURG reach them;
  *   - a signal with a handler that some G lets through (H minus P)
  *     stays pending for the process until the router (a G parked on a
  *     signalfd for S minus P) reads it and gives it to one G that does
@@ -168,6 +169,27 @@ static void m_mask(sigset_t *m)
 	rt_mask(m, mp ? atomic_load_explicit(&mp->sigk, memory_order_relaxed) : 0);
 }
 
+/* On an M running no program G (its scheduler, idle; a G of the shim's),
+ * in its SIGWEFT handler: m->sigk gains what every program G blocks now
+ * (rt_sigkidle), and the handler's return blocks it (m_mask).  Only adds:
+ * a sigkswitch this interrupts is then the scheduler's (proc.c
+ * sigk_switch with no program G), which only adds bits too, so the mask
+ * it sets after we return still holds what m->sigk says.  One running a
+ * program G has that G's already (every G blocks those). */
+static void m_idle(void)
+{
+	struct m *mp = getm();
+	if (!mp)
+		return;
+	struct g *c = atomic_load_explicit(&mp->curg, memory_order_relaxed);
+	if (c && c->sigon)
+		return;
+	uint64_t have = atomic_load_explicit(&mp->sigk, memory_order_relaxed);
+	uint64_t add = atomic_load_explicit(&rt_sigkidle, memory_order_relaxed) & ~have;
+	if (add)
+		atomic_store_explicit(&mp->sigk, have | add, memory_order_relaxed);
+}
+
 /* What the signal thread runs with: P and S (handlers run on Gs, if the
  * router that gives them to Gs runs). */
 static void st_mask(sigset_t *m)
@@ -207,6 +229,7 @@ static void on_weft(int sig, siginfo_t *si, void *ucv)
 		 * the restarted wait return at once (sig_thread) */
 		atomic_fetch_add(&hgen, 1);
 	} else {
+		m_idle();
 		m_mask(&uc->uc_sigmask);
 		(void)kwait_onsignal(si, uc); /* a kernel wait here ends (runtime/kwait.c) */
 		async_check(uc); /* a G computing here with a signal to run */
@@ -369,13 +392,18 @@ static void sig_err(int e)
 
 /* ---- runtime threads ----------------------------------------------------------- */
 
-/* A new M (rt_mstarted), sigk 0: its mask is rt_mask(0), not its
- * creator's kbits().  Nothing is pending on a new thread, and a SIGWEFT
- * handler here meanwhile sets the same mask. */
+/* A new M (rt_mstarted): it blocks kbits() until its first G lets them
+ * through (proc.c sigk_switch), as an idle M blocks what every G blocks:
+ * it may sit idle before it runs any G, and its tid is not yet there for
+ * ms_idle.  sigk first: a SIGWEFT handler here meanwhile sets the same
+ * mask (m_mask). */
 static void m_started(void)
 {
+	struct m *mp = getm();
+	if (mp)
+		atomic_store_explicit(&mp->sigk, kbits(), memory_order_relaxed);
 	sigset_t m;
-	rt_mask(&m, 0);
+	rt_mask(&m, mp ? kbits() : 0);
 	REAL(pthread_sigmask)(SIG_SETMASK, &m, NULL);
 }
 
@@ -387,10 +415,11 @@ int sig_rt_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), vo
 	REAL(pthread_sigmask)(SIG_SETMASK, NULL, &old);
 	if (sigismember(&old, SIGWEFT))
 		want = old; /* the dumper, made with everything blocked: so be it */
-	else /* never let this thread's kbits() through meanwhile: one may
-	      * be pending here (a G's that blocks it); a new M sets its own
-	      * (m_started) */
-		rt_mask(&want, tobits(&old));
+	else /* never let kbits() through there: sysmon and the like run no
+	      * G, so they block them as an idle M does what every G blocks
+	      * (m_idle), and one may be pending here (a G's that blocks
+	      * it); a new M sets its own (m_started) */
+		rt_mask(&want, kbits());
 	/* an exec under way kills every other thread and makes clone fail
 	 * meanwhile: wait for it to fail or succeed (then we are gone) */
 	while (atomic_load(&sig_execing))
@@ -719,6 +748,7 @@ void sig_start(void)
 	sigset_t m;
 	REAL(pthread_sigmask)(SIG_SETMASK, NULL, &m);
 	atomic_store(&pbits, tobits(&m) & ~unblockable());
+	atomic_store(&rt_sigkidle, atomic_load(&pbits) & kbits());
 	skeep = !debug_word("sigkeep=0");
 	atomic_store(&hbits, h_scan());
 	atomic_store(&sbits, atomic_load(&hbits));
@@ -832,6 +862,8 @@ static uint64_t p_set_locked(void)
 	if (np == atomic_load_explicit(&pbits, memory_order_relaxed))
 		return 0;
 	atomic_store_explicit(&pbits, np, memory_order_release);
+	/* seq_cst: before masks_apply reads the Ms' sigk (ms_idle) */
+	atomic_store(&rt_sigkidle, np & kbits());
 	return atomic_fetch_add(&pgen, 1) + 1;
 }
 
@@ -860,9 +892,12 @@ static uint64_t h_set_locked(int s, bool on)
 }
 
 
+static void ms_idle(void);
+
 /* After a change to generation g: the signalfds and the signal thread
  * (waited for on a G: as the kernel does, a signal unblocked now is acted
- * on before we return).  Not the Ms: kbits() follow the G they run.
+ * on before we return).  Not the Ms: kbits() follow the G they run, but
+ * an M that runs none is told of P's (ms_idle, not waited for).
  * pch: P changed (else S alone: the watcher's signalfd, on P, stays). */
 static void masks_apply(uint64_t g, bool pch)
 {
@@ -874,6 +909,8 @@ static void masks_apply(uint64_t g, bool pch)
 		router_start();
 	}
 	uint64_t p = atomic_load(&pbits);
+	if (pch)
+		ms_idle();
 	if (pch)
 		sfd_update();
 	rfd_update();
@@ -898,6 +935,28 @@ static void masks_apply(uint64_t g, bool pch)
 	}
 	weft_mutex_unlock(&smu);
 	errno_set(e);
+}
+
+/* P changed: an M running no program G (idle: its last G, which let
+ * SIGPIPE through, ended, or has since blocked it elsewhere) blocks what
+ * every G blocks now, or a process-directed SIGPIPE could reach it and
+ * kill the process where it stays pending natively.  Those whose sigk
+ * lacks a bit of rt_sigkidle get SIGWEFT (m_idle, in its handler, adds it
+ * if it runs no program G then; one that runs one has it already, or
+ * gets it at its switch).  The Ms' sigk is read after the store of
+ * rt_sigkidle (seq_cst): an M that read the older rt_sigkidle at its
+ * switch to the scheduler has the older sigk, so is told; one that read
+ * the newer has the bit. */
+static void ms_idle(void)
+{
+	uint64_t idle = atomic_load(&rt_sigkidle);
+	if (!idle)
+		return;
+	for (struct m *mp = atomic_load(&allm); mp; mp = mp->alllink) {
+		int tid = atomic_load(&mp->tid);
+		if (tid && (idle & ~atomic_load_explicit(&mp->sigk, memory_order_relaxed)))
+			tell(tid);
+	}
 }
 
 /* Gs in h_update: while one is, h_changed takes no short cut (below). */
@@ -1934,6 +1993,14 @@ HOOK int kill(pid_t pid, int sig)
 {
 	if (!on_g() || pid != getpid())
 		return REAL(kill)(pid, sig);
+	/* SIGPIPE, SIGXFSZ the caller blocks: the process's, as natively
+	 * (a thread that lets it through takes it - the signal thread if
+	 * some G does: it blocks only P of these two - else pending for the
+	 * process), not pending on this M, which drops it when it runs a G
+	 * that lets it through (sigkswitch) */
+	struct g *gp = getg();
+	if ((sigbit(sig) & kbits()) && gp->sigon && (g_blocked(gp) & sigbit(sig)))
+		return REAL(kill)(pid, sig);
 	return self_signal(sig);
 }
 
@@ -1990,26 +2057,53 @@ HOOK int pidfd_send_signal(int fd, int sig, siginfo_t *info, unsigned int flags)
 /* A handler run on a G blocks its signal (and sa_mask) in g->sighold
  * until it returns (run_one).  One that leaves with longjmp never
  * returns: as the kernel, the G's mask is then what the jump says - the
- * mask sigsetjmp saved (taken to be the G's own, the handler's blocks
- * dropped, and what they held back is run now, as the kernel delivers
- * it once glibc's siglongjmp has restored the mask), or, with no mask
- * saved (setjmp), the mask as the handler ran with it. */
-static void jump_out(struct __jmp_buf_tag *env)
+ * mask sigsetjmp saved, or, with no mask saved (setjmp), the mask as the
+ * handler ran with it - and what it let through is run now, as the kernel
+ * delivers it once glibc's siglongjmp has restored the mask.
+ *
+ * glibc's sigsetjmp saves its thread's kernel mask, with its own
+ * sigprocmask (no PLT: out of our reach), and siglongjmp restores it so:
+ * on a G that is its M's mask, every asynchronous signal blocked, and of
+ * SIGPIPE / SIGXFSZ the G's then (its M's follows it: m->sigk), maybe on
+ * another M.  So with a mask saved, the G's mask becomes its own now
+ * (less the handler's blocks) with kbits() as saved, through setp (P,
+ * its M's kernel mask and m->sigk, what that lets through run), and the
+ * jump is made with a copy whose __mask_was_saved is 0: glibc's would
+ * put the saved kernel mask on this M behind m->sigk's back.  A copy
+ * jumps as the original: glibc's siglongjmp reads the registers from it
+ * and demangles them with the thread's pointer guard, never with the
+ * buffer's address, and the unwinding of cleanups before the jump goes
+ * by the saved stack pointer; the copy, in our frame, is read before
+ * the stack moves.  A signal other than those two blocked or unblocked
+ * between sigsetjmp and the jump keeps the G's mask as it is now: the
+ * saved kernel mask does not say what the G's was.  true: jump with the
+ * copy. */
+static bool jump_out(struct __jmp_buf_tag *env)
 {
 	struct g *gp = getg();
 	if (!on_g() || !gp->sigon)
-		return;
+		return false;
 	uint64_t hold = atomic_load(&gp->sighold);
-	if (!hold)
-		return;
-	atomic_store(&gp->sighold, 0);
-	/* its M's kernel mask (setp below changes nothing then): what the
-	 * handler held is let through again */
-	if (env->__mask_was_saved && (hold & kbits()))
-		sigk_self(gp);
 	sigset_t s;
-	frombits(env->__mask_was_saved ? 0 : hold, &s);
-	setp(SIG_BLOCK, &s, NULL); /* runs what is let through now */
+	if (!env->__mask_was_saved) {
+		if (!hold)
+			return false;
+		atomic_store(&gp->sighold, 0);
+		frombits(hold, &s);
+		setp(SIG_BLOCK, &s, NULL); /* runs what is let through now */
+		return false;
+	}
+	uint64_t want = (atomic_load(&gp->sigmask) & ~kbits()) |
+			(tobits(&env->__saved_mask) & kbits());
+	frombits(want, &s);
+	setp(SIG_SETMASK, &s, NULL); /* the handler's blocks still held */
+	if (hold) {
+		atomic_store(&gp->sighold, 0);
+		if (hold & kbits()) /* its M's kernel mask too */
+			sigk_self(gp);
+		sig_run(); /* what the handler held back */
+	}
+	return true;
 }
 
 DEFREAL(siglongjmp);
@@ -2018,31 +2112,39 @@ DEFREAL(_longjmp);
 _Noreturn void __longjmp_chk(struct __jmp_buf_tag env[1], int val);
 DEFREAL(__longjmp_chk);
 
+/* Each jumps with env, or (jump_out true) with a copy whose
+ * __mask_was_saved is 0. */
+#define JUMP(real, env, val)                                  \
+	do {                                                  \
+		if (jump_out(env)) {                          \
+			struct __jmp_buf_tag c_ = (env)[0];   \
+			c_.__mask_was_saved = 0;              \
+			REAL(real)(&c_, val);                 \
+		}                                             \
+		REAL(real)(env, val);                         \
+	} while (0)
+
 HOOK _Noreturn void siglongjmp(sigjmp_buf env, int val)
 {
-	jump_out(env);
-	REAL(siglongjmp)(env, val);
+	JUMP(siglongjmp, env, val);
 	__builtin_unreachable();
 }
 
 HOOK _Noreturn void longjmp(jmp_buf env, int val)
 {
-	jump_out(env);
-	REAL(longjmp)(env, val);
+	JUMP(longjmp, env, val);
 	__builtin_unreachable();
 }
 
 HOOK _Noreturn void _longjmp(jmp_buf env, int val)
 {
-	jump_out(env);
-	REAL(_longjmp)(env, val);
+	JUMP(_longjmp, env, val);
 	__builtin_unreachable();
 }
 
 HOOK _Noreturn void __longjmp_chk(struct __jmp_buf_tag env[1], int val)
 {
-	jump_out(env);
-	REAL(__longjmp_chk)(env, val);
+	JUMP(__longjmp_chk, env, val);
 	__builtin_unreachable();
 }
 

@@ -7,7 +7,7 @@
  * exits 0 if all held.  Cases: read, accept, poll, sleep, nanosleep,
  * sem, compute, spin, spin_libc, alarm_spin, longjmp, restart, kill_accept,
  * kill_tls, kill_waitpid, tgkill, masks, pipe_flips, pipe_mixed, pipe_nb,
- * pipe_allblock, xfsz, handler_mask, storm, sigwait, sigwait_busy, cancel,
+ * pipe_allblock, xfsz, handler_mask, idle_block, jump_mask, storm, sigwait, sigwait_busy, cancel,
  * handler_gone; and gone_dfl_self, gone_dfl_out, which end killed by
  * SIGUSR2.
  */
@@ -1008,6 +1008,211 @@ static void case_handler_mask(void)
 	    hm_killed(true));
 }
 
+/* ---- every thread blocks SIGPIPE: a kill of it stays pending ------------------------------ */
+
+static int ib_pipe[2];
+static void from_outside(int s, int n);
+
+/* SIGPIPE to this process 20 times: 10 from another process, 10 by kill. */
+static void ib_kills(void)
+{
+	for (int i = 0; i < 10; i++) {
+		from_outside(SIGPIPE, 1);
+		kill(getpid(), SIGPIPE);
+		usleep(1000);
+	}
+}
+
+/* Lets SIGPIPE through while it computes, sleeps (parked) and sleeps in
+ * a raw system call (which holds its OS thread: under weft its processor
+ * goes on on another), then ends. */
+static void *ib_opener(void *arg)
+{
+	(void)arg;
+	sigset_t ps;
+	sigemptyset(&ps);
+	sigaddset(&ps, SIGPIPE);
+	pthread_sigmask(SIG_UNBLOCK, &ps, NULL);
+	for (int i = 0; i < 10; i++) {
+		for (volatile int k = 0; k < 100000; k++)
+			;
+		usleep(300);
+		struct timespec ts = { 0, 2000000 };
+		syscall(SYS_nanosleep, &ts, NULL);
+	}
+	return NULL;
+}
+
+/* Blocks SIGPIPE (main's mask), parked in a read until main writes. */
+static void *ib_parked(void *arg)
+{
+	(void)arg;
+	char c;
+	return (void *)(long)(read(ib_pipe[0], &c, 1) != 1);
+}
+
+/* main blocks SIGPIPE; four threads park with it blocked, while four
+ * others let it through, run a while and end.  Then every thread blocks
+ * it: 20 SIGPIPEs to the process (from another process and by kill())
+ * stay pending for it (under
+ * weft an OS thread left idle by a thread that let it through, before
+ * signal.c m_idle / ms_idle, took it and the process died), shown by
+ * sigpending and taken by sigtimedwait. */
+static void case_idle_block(void)
+{
+	sigset_t ps, pend;
+	sigemptyset(&ps);
+	sigaddset(&ps, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &ps, NULL);
+	if (pipe(ib_pipe) != 0) {
+		say("idle_block: a pipe", false);
+		return;
+	}
+	pthread_t pk[4], op[4];
+	for (int i = 0; i < 4; i++)
+		pthread_create(&pk[i], NULL, ib_parked, NULL);
+	for (int i = 0; i < 4; i++)
+		pthread_create(&op[i], NULL, ib_opener, NULL);
+	for (int i = 0; i < 4; i++)
+		pthread_join(op[i], NULL);
+	ib_kills();
+	sigpending(&pend);
+	say("idle_block: 20 kills of SIGPIPE every thread blocks: alive, pending",
+	    sigismember(&pend, SIGPIPE));
+	struct timespec zero = { 0, 0 };
+	say("idle_block: sigtimedwait takes it", sigtimedwait(&ps, NULL, &zero) == SIGPIPE);
+	sigpending(&pend);
+	say("idle_block: once", !sigismember(&pend, SIGPIPE));
+	long bad = write(ib_pipe[1], "xxxx", 4) != 4;
+	for (int i = 0; i < 4; i++) {
+		void *r;
+		pthread_join(pk[i], &r);
+		bad += (long)r;
+	}
+	say("idle_block: the parked threads read", bad == 0);
+	fflush(stdout);
+	/* the opposite: one parked thread lets it through, a kill kills */
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct rlimit no = { 0, 0 };
+		setrlimit(RLIMIT_CORE, &no);
+		if (pipe(ib_pipe) != 0)
+			_exit(2);
+		pthread_t t;
+		pthread_create(&t, NULL, ib_opener, NULL);
+		pthread_join(t, NULL);
+		/* opener's mask, parked */
+		pthread_sigmask(SIG_UNBLOCK, &ps, NULL);
+		pthread_create(&t, NULL, ib_parked, NULL);
+		pthread_sigmask(SIG_BLOCK, &ps, NULL);
+		ib_kills();
+		for (int i = 0; i < 300; i++) /* 30 s: killed long before */
+			usleep(100000);
+		_exit(0);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	say("idle_block: a parked thread lets it through: a kill kills",
+	    WIFSIGNALED(st) && WTERMSIG(st) == SIGPIPE);
+}
+
+/* ---- siglongjmp puts back the saved mask of SIGPIPE ---------------------------------------- */
+
+static __thread sigjmp_buf jm_env; /* each thread's own: two jump at once */
+
+static void on_jm(int s)
+{
+	(void)s;
+	siglongjmp(jm_env, 1);
+}
+
+static bool pipe_blocked(void)
+{
+	sigset_t cur;
+	pthread_sigmask(SIG_SETMASK, NULL, &cur);
+	return sigismember(&cur, SIGPIPE);
+}
+
+/* sigsetjmp(env, 1) with SIGPIPE let through (or blocked), then the
+ * other way, then a SIGUSR1 handler siglongjmps back: the saved mask is
+ * back (glibc's siglongjmp restores the OS thread's mask, which under
+ * weft, before signal.c jump_out applied it to the G, left the G's as
+ * it was and its OS thread's kernel mask the saved one), and a write to
+ * a broken pipe then fails with EPIPE, SIGPIPE pending, when blocked. */
+static void *jm_thread(void *arg)
+{
+	(void)arg;
+	long bad = 0;
+	sigset_t ps, pend;
+	sigemptyset(&ps);
+	sigaddset(&ps, SIGPIPE);
+	struct timespec zero = { 0, 0 };
+	for (volatile int i = 0; i < 10; i++) {
+		pthread_sigmask(SIG_UNBLOCK, &ps, NULL);
+		if (sigsetjmp(jm_env, 1) == 0) {
+			pthread_sigmask(SIG_BLOCK, &ps, NULL);
+			pthread_kill(pthread_self(), SIGUSR1);
+			bad += 100; /* not reached */
+		}
+		bad += pipe_blocked();
+		pthread_sigmask(SIG_BLOCK, &ps, NULL);
+		if (sigsetjmp(jm_env, 1) == 0) {
+			pthread_sigmask(SIG_UNBLOCK, &ps, NULL);
+			pthread_kill(pthread_self(), SIGUSR1);
+			bad += 100;
+		}
+		bad += !pipe_blocked();
+		bad += !epipe();
+		sigpending(&pend);
+		bad += !sigismember(&pend, SIGPIPE);
+		bad += sigtimedwait(&ps, NULL, &zero) != SIGPIPE;
+		usleep(100);
+	}
+	return (void *)bad;
+}
+
+/* let through by the saved mask: a write to a broken pipe kills */
+static void *jm_killed(void *arg)
+{
+	(void)arg;
+	sigset_t ps;
+	sigemptyset(&ps);
+	sigaddset(&ps, SIGPIPE);
+	if (sigsetjmp(jm_env, 1) == 0) {
+		pthread_sigmask(SIG_BLOCK, &ps, NULL);
+		pthread_kill(pthread_self(), SIGUSR1);
+	}
+	pipe_writer(NULL);
+	return NULL;
+}
+
+static void case_jump_mask(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_jm;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	pthread_t sp[2], t[2];
+	flips_stop = 0;
+	for (int i = 0; i < 2; i++)
+		pthread_create(&sp[i], NULL, flip_spinner, NULL);
+	long bad = 0;
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, jm_thread, NULL);
+	for (int i = 0; i < 2; i++) {
+		void *r;
+		pthread_join(t[i], &r);
+		bad += (long)r;
+	}
+	flips_stop = 1;
+	for (int i = 0; i < 2; i++)
+		pthread_join(sp[i], NULL);
+	say("jump_mask: siglongjmp puts back the saved SIGPIPE, blocked or let through", bad == 0);
+	say("jump_mask: let through by the saved mask, a write to a broken pipe kills",
+	    thread_killed_by(jm_killed) == SIGPIPE);
+}
+
 /* ---- 1,000 readers, SIGALRM every millisecond -------------------------------------------- */
 
 #define NR 1000
@@ -1387,6 +1592,8 @@ static const struct {
 	{ "pipe_allblock", case_pipe_allblock },
 	{ "xfsz", case_xfsz },
 	{ "handler_mask", case_handler_mask },
+	{ "idle_block", case_idle_block },
+	{ "jump_mask", case_jump_mask },
 	{ "storm", case_storm },
 	{ "sigwait", case_sigwait },
 	{ "sigwait_busy", case_sigwait_busy },
