@@ -627,11 +627,11 @@ static bool rdv_commit(struct g *gp, void *arg)
  * True once a taker (or close, through the queue a seal put w on) has
  * completed it: w->result says how.  False if the word was not 0 when
  * the commit tried: look again. */
-static bool rdv_park(struct weft_chan *c, struct m *m, struct waiter *w, uintptr_t dir,
+static bool rdv_park(struct weft_chan *c, struct m **mp, struct waiter *w, uintptr_t dir,
 		     int reason)
 {
 	struct rdvpark pk = { c, (uintptr_t)w | dir, false };
-	gopark_g(m, w->g, rdv_commit, &pk, reason);
+	*mp = gopark_g(*mp, w->g, rdv_commit, &pk, reason); /* perhaps another M now */
 	if (!pk.parked)
 		return false;
 	/* acquire: pairs with the taker's release store in waiter_claim */
@@ -646,12 +646,6 @@ static bool rdv_park(struct weft_chan *c, struct m *m, struct waiter *w, uintptr
 static inline bool rdv_parker(struct g *gp)
 {
 	return gp && !gp->introk;
-}
-
-/* The running G of m (NULL: a plain thread, m NULL). */
-static inline struct g *rdv_g(struct m *m)
-{
-	return m ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
 }
 
 static int usend_slow(struct weft_chan *c, const void *elem, bool block)
@@ -694,8 +688,11 @@ static int urecv_slow(struct weft_chan *c, void *elem, bool block)
 	return w.result;
 }
 
-/* m: getm() of the caller, inside the runtime bracket (chansend) */
-static int usend(struct weft_chan *c, struct m *m, const void *elem, bool block)
+/* *mp: getm() of the caller, inside the runtime bracket (chansend), and
+ * the M we run on at the return; gp: its running G (NULL: a plain
+ * thread, or the scheduler context) */
+static inline __attribute__((always_inline)) int usend(struct weft_chan *c, struct m **mp,
+						    struct g *gp, const void *elem, bool block)
 {
 	uintptr_t x = atomic_load_explicit(&c->rdv, memory_order_relaxed);
 	for (;;) {
@@ -708,30 +705,38 @@ static int usend(struct weft_chan *c, struct m *m, const void *elem, bool block)
 			struct waiter *r = rdv_waiter(x);
 			if (r->elem)
 				elemcopy(r->elem, elem, c->elemsize);
-			rdv_done(r, m);
+			rdv_done(r, *mp);
 			return 0;
 		}
 		if (x == RDV_SEALED)
-			return usend_slow(c, elem, block);
+			break;
 		/* open, and no receiver waits */
 		if (!block)
 			return -EAGAIN;
-		struct g *gp = rdv_g(m);
 		if (x != 0 || !rdv_parker(gp))
-			return usend_slow(c, elem, block); /* a sender waits already */
+			break; /* a sender waits already */
 		struct waiter w;
 		/* excl: nothing but whoever takes it from the word (or the
 		 * queue a seal moved it to) ends this wait */
 		waiter_init_g(&w, gp);
 		w.elem = (void *)elem;
-		if (rdv_park(c, m, &w, RDV_SEND, W_CHAN_SEND))
+		if (rdv_park(c, mp, &w, RDV_SEND, W_CHAN_SEND))
 			return w.result == RES_VALUE ? 0 : -EPIPE; /* taken, or close */
-		m = getm(); /* readied to look again, perhaps on another M */
+		/* readied to look again (on *mp, rdv_park) */
 		x = atomic_load_explicit(&c->rdv, memory_order_relaxed);
 	}
+	/* the locked path: sealed, a party of our side waits already, or
+	 * we cannot park through the word */
+	int r = usend_slow(c, elem, block);
+	*mp = getm(); /* it may have parked: perhaps another M now */
+	return r;
 }
 
-static int urecv(struct weft_chan *c, struct m *m, void *elem, bool block)
+/* *mp: getm() of the caller, inside the runtime bracket (chanrecv), and
+ * the M we run on at the return; gp: its running G (NULL: a plain
+ * thread, or the scheduler context) */
+static inline __attribute__((always_inline)) int urecv(struct weft_chan *c, struct m **mp,
+						    struct g *gp, void *elem, bool block)
 {
 	uintptr_t x = atomic_load_explicit(&c->rdv, memory_order_relaxed);
 	for (;;) {
@@ -744,29 +749,33 @@ static int urecv(struct weft_chan *c, struct m *m, void *elem, bool block)
 			struct waiter *s = rdv_waiter(x);
 			if (elem)
 				elemcopy(elem, s->elem, c->elemsize);
-			rdv_done(s, m);
+			rdv_done(s, *mp);
 			return 1;
 		}
 		if (x == RDV_SEALED)
-			return urecv_slow(c, elem, block);
+			break;
 		if (!block)
 			return -EAGAIN;
-		struct g *gp = rdv_g(m);
 		if (x != 0 || !rdv_parker(gp))
-			return urecv_slow(c, elem, block); /* a receiver waits already */
+			break; /* a receiver waits already */
 		struct waiter w;
 		/* excl: nothing but whoever takes it from the word (or the
 		 * queue a seal moved it to) ends this wait */
 		waiter_init_g(&w, gp);
 		w.elem = elem;
-		if (rdv_park(c, m, &w, RDV_RECV, W_CHAN_RECV)) {
+		if (rdv_park(c, mp, &w, RDV_RECV, W_CHAN_RECV)) {
 			if (w.result == RES_CLOSED)
 				elemzero(elem, c->elemsize);
 			return w.result;
 		}
-		m = getm(); /* readied to look again, perhaps on another M */
+		/* readied to look again (on *mp, rdv_park) */
 		x = atomic_load_explicit(&c->rdv, memory_order_relaxed);
 	}
+	/* the locked path: sealed, a party of our side waits already, or
+	 * we cannot park through the word */
+	int r = urecv_slow(c, elem, block);
+	*mp = getm(); /* it may have parked: perhaps another M now */
+	return r;
 }
 
 /* ---- public: make, send, receive, close --------------------------------------- */
@@ -821,7 +830,7 @@ void weft_chan_free(weft_chan_t *c)
 	rt_leave();
 }
 
-static int fail(int r)
+static inline int fail(int r)
 {
 	if (r < 0) {
 		errno = -r;
@@ -830,25 +839,50 @@ static int fail(int r)
 	return r;
 }
 
-/* rt_enter first: a G holds its P across the whole operation, so the
- * nested park/ready calls stay cheap. */
-static int chansend(weft_chan_t *c, const void *elem, bool block)
+/* The runtime bracket first: a G holds its P across the whole
+ * operation, so the nested park/ready calls stay cheap.  Inlined into
+ * the public calls, with the M and G looked up once: a park hands back
+ * the M the G resumes on (gopark_g), and the G is the same one after. */
+static inline __attribute__((always_inline)) int chansend(weft_chan_t *c, const void *elem,
+							  bool block)
 {
 	if (!chan_ok(c) || unlikely(!elem && c->elemsize))
 		return -EINVAL;
-	struct m *m = rt_enter();
-	int r = c->cap ? bsend(c, elem, block) : usend(c, m, elem, block);
-	rt_leave();
+	struct m *m = getm();
+	struct g *gp = m ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
+	if (gp)
+		rt_enter_g(m, gp);
+	int r;
+	if (c->cap) {
+		r = bsend(c, elem, block);
+		if (gp)
+			m = getm(); /* it may have parked: perhaps another M now */
+	} else {
+		r = usend(c, &m, gp, elem, block);
+	}
+	if (gp)
+		rt_leave_g(m, gp);
 	return r;
 }
 
-static int chanrecv(weft_chan_t *c, void *elem, bool block)
+static inline __attribute__((always_inline)) int chanrecv(weft_chan_t *c, void *elem, bool block)
 {
 	if (!chan_ok(c))
 		return -EINVAL;
-	struct m *m = rt_enter();
-	int r = c->cap ? brecv(c, elem, block) : urecv(c, m, elem, block);
-	rt_leave();
+	struct m *m = getm();
+	struct g *gp = m ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
+	if (gp)
+		rt_enter_g(m, gp);
+	int r;
+	if (c->cap) {
+		r = brecv(c, elem, block);
+		if (gp)
+			m = getm(); /* it may have parked: perhaps another M now */
+	} else {
+		r = urecv(c, &m, gp, elem, block);
+	}
+	if (gp)
+		rt_leave_g(m, gp);
 	return r;
 }
 
