@@ -839,29 +839,43 @@ static inline int fail(int r)
 	return r;
 }
 
+/* Off a G (a plain thread; the scheduler context): no bracket, and
+ * the word is not parked through (rdv_parker). */
+static __attribute__((noinline)) int chansend_nog(struct weft_chan *c, struct m *m,
+						  const void *elem, bool block)
+{
+	return c->cap ? bsend(c, elem, block) : usend(c, &m, NULL, elem, block);
+}
+
+static __attribute__((noinline)) int chanrecv_nog(struct weft_chan *c, struct m *m, void *elem,
+						  bool block)
+{
+	return c->cap ? brecv(c, elem, block) : urecv(c, &m, NULL, elem, block);
+}
+
 /* The runtime bracket first: a G holds its P across the whole
  * operation, so the nested park/ready calls stay cheap.  Inlined into
  * the public calls, with the M and G looked up once: a park hands back
- * the M the G resumes on (gopark_g), and the G is the same one after. */
+ * the M the G resumes on (gopark_g), and the G is the same one after.
+ * Off a G, out of line: the inlined path knows it has an M and a G. */
 static inline __attribute__((always_inline)) int chansend(weft_chan_t *c, const void *elem,
 							  bool block)
 {
 	if (!chan_ok(c) || unlikely(!elem && c->elemsize))
 		return -EINVAL;
 	struct m *m = getm();
-	struct g *gp = m ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
-	if (gp)
-		rt_enter_g(m, gp);
+	struct g *gp;
+	if (unlikely(!m) || unlikely(!(gp = atomic_load_explicit(&m->curg, memory_order_relaxed))))
+		return chansend_nog(c, m, elem, block);
+	rt_enter_g(m, gp);
 	int r;
 	if (c->cap) {
 		r = bsend(c, elem, block);
-		if (gp)
-			m = getm(); /* it may have parked: perhaps another M now */
+		m = getm(); /* it may have parked: perhaps another M now */
 	} else {
 		r = usend(c, &m, gp, elem, block);
 	}
-	if (gp)
-		rt_leave_g(m, gp);
+	rt_leave_g(m, gp);
 	return r;
 }
 
@@ -870,19 +884,18 @@ static inline __attribute__((always_inline)) int chanrecv(weft_chan_t *c, void *
 	if (!chan_ok(c))
 		return -EINVAL;
 	struct m *m = getm();
-	struct g *gp = m ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
-	if (gp)
-		rt_enter_g(m, gp);
+	struct g *gp;
+	if (unlikely(!m) || unlikely(!(gp = atomic_load_explicit(&m->curg, memory_order_relaxed))))
+		return chanrecv_nog(c, m, elem, block);
+	rt_enter_g(m, gp);
 	int r;
 	if (c->cap) {
 		r = brecv(c, elem, block);
-		if (gp)
-			m = getm(); /* it may have parked: perhaps another M now */
+		m = getm(); /* it may have parked: perhaps another M now */
 	} else {
 		r = urecv(c, &m, gp, elem, block);
 	}
-	if (gp)
-		rt_leave_g(m, gp);
+	rt_leave_g(m, gp);
 	return r;
 }
 

@@ -1208,6 +1208,8 @@ static inline __attribute__((always_inline)) struct m *gleave(struct m *m, struc
 struct m *gopark_g(struct m *m, struct g *gp, bool (*unlockf)(struct g *, void *), void *arg,
 		   int reason)
 {
+	if (!m || !gp)
+		__builtin_unreachable(); /* for the compiler: the inlined tests of either go */
 	atomic_store_explicit(&gp->waitreason, (uint8_t)reason, memory_order_relaxed);
 	atomic_store_explicit(&gp->waitsince, atomic_load_explicit(&coarsenow, memory_order_relaxed),
 			      memory_order_relaxed);
