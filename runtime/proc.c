@@ -927,6 +927,25 @@ static inline __attribute__((always_inline)) void runqput_yield(struct p *pp, st
 
 /* Run the deferred work of the context we just switched away from.  A
  * yield's (back on our queue) is done inline: it is the most frequent. */
+static inline __attribute__((always_inline)) bool park_publish_inl(struct parkpub *pk)
+{
+	pk->parked = true;
+	uintptr_t zero = 0;
+	/* release: what the parked G wrote for a taker (its waiter) before
+	 * the taker's acquire CAS */
+	if (atomic_compare_exchange_strong_explicit(pk->word, &zero, pk->val,
+						    memory_order_release, memory_order_relaxed))
+		return true;
+	pk->parked = false; /* nothing published: readied to look again */
+	return false;
+}
+
+bool park_publish(struct g *gp, void *arg)
+{
+	(void)gp;
+	return park_publish_inl(arg);
+}
+
 static inline __attribute__((always_inline)) void afterswitch(struct m *m)
 {
 	bool (*fn)(struct g *, void *) = m->afterfn;
@@ -934,7 +953,10 @@ static inline __attribute__((always_inline)) void afterswitch(struct m *m)
 		m->afterfn = NULL;
 		if (fn == after_runqput)
 			runqput_yield(m->p, m->aftergp);
-		else if (!fn(m->aftergp, m->afterarg))
+		else if (fn == park_publish) { /* a channel hand-off's: inline */
+			if (!park_publish_inl(m->afterarg))
+				goready(m->aftergp);
+		} else if (!fn(m->aftergp, m->afterarg))
 			goready(m->aftergp);
 	}
 }

@@ -557,6 +557,18 @@ void goready_tail(struct g *gp);
 struct m *gopark_g(struct m *m, struct g *gp, bool (*unlockf)(struct g *gp, void *arg),
 		   void *arg, int reason);
 void goready_m_slow(struct m *m, struct g *gp);
+/* A gopark commit (unlockf) that publishes the parked G in a word: CAS
+ * *word from 0 to val (release), on the context that runs after the G.
+ * parked says whether it did (set before the CAS: once published, the G
+ * may be taken, readied and running on another M, returning from the
+ * frame the record lives in); if not, the G is readied to look again.
+ * The scheduler runs it inline, without the indirect call. */
+struct parkpub {
+	_Atomic uintptr_t *word;
+	uintptr_t val;
+	bool parked;
+};
+bool park_publish(struct g *gp, void *arg);
 static inline void goready_m(struct m *m, struct g *gp)
 {
 	struct p *pp;
