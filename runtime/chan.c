@@ -886,11 +886,12 @@ static inline __attribute__((always_inline)) int chanrecv(weft_chan_t *c, void *
  * register and keeps no frame (about a quarter of such an operation's
  * instructions were its prologue and epilogue).  Anything else - not an
  * unbuffered channel, an element size the copy does not inline, off a
- * G, a nested runtime call, sysmon's flags on our P - leaves by a tail
- * call to the general path (weft_chan_send_slow, before anything
- * changed); no counterpart (we park) or a lost race for it, to the rest
- * of the general path inside the runtime bracket (chansend_in); a full
- * runnext or more than one P, to the rest of the ready.
+ * G, a nested runtime call, sysmon's flags on our P - calls the
+ * general path (weft_chan_send_slow, before anything changed); no
+ * counterpart (we park) or a lost race for it, the rest of the general
+ * path inside the runtime bracket (chansend_in); a full runnext or more
+ * than one P, the rest of the ready.  Not as tail calls (NOTAIL): the
+ * frame is made on those paths only.
  * The same steps as usend/urecv's taking branch and rdv_done, in the
  * same order. */
 
@@ -938,6 +939,17 @@ static __attribute__((noinline)) int rt_leave_slow(struct m *m, int r)
 	return r;
 }
 
+/* call, not as a tail call: the public call's frame stays on the stack
+ * under what it calls, so that a parked G's traceback (weft_dump) names
+ * the API call it is parked in (traceback.c keeps the outermost runtime
+ * frame).  Only the paths that call pay for a frame. */
+#define NOTAIL(call)                                                                            \
+	({                                                                                      \
+		int r__ = (call);                                                               \
+		__asm__ volatile("" : "+r"(r__)); /* the call is then not the last thing done */ \
+		r__;                                                                            \
+	})
+
 /* The element sizes elemcopy_fast copies inline, with no call. */
 static inline bool elemfast(size_t n)
 {
@@ -969,7 +981,7 @@ static inline __attribute__((always_inline)) void elemcopy_fast(void *dst, const
 		    unlikely(!(m_ = getm())) ||                                                 \
 		    unlikely(!(gp_ = atomic_load_explicit(&m_->curg, memory_order_relaxed))) || \
 		    gp_->rtdepth || atomic_load_explicit(&m_->p->flags, memory_order_relaxed))    \
-			return SLOW;                                                            \
+			return NOTAIL(SLOW);                                                    \
 		rtdepth_set(gp_, 1); /* rt_enter_g, its flags seen clear */                    \
 		uintptr_t x_ = atomic_load_explicit(&(c)->rdv, memory_order_relaxed);           \
 		/* acquire: the waiter's fields (usend) */                                      \
@@ -977,7 +989,7 @@ static inline __attribute__((always_inline)) void elemcopy_fast(void *dst, const
 		    !atomic_compare_exchange_strong_explicit(&(c)->rdv, &x_, 0,                 \
 							     memory_order_acquire,              \
 							     memory_order_relaxed))             \
-			return IN(c, m_, gp_, mine);                                            \
+			return NOTAIL(IN(c, m_, gp_, mine));                                    \
 		struct waiter *w_ = rdv_waiter(x_);                                             \
 		if (DST)                                                                        \
 			elemcopy_fast(DST, SRC, (c)->elemsize);                                 \
@@ -990,7 +1002,7 @@ static inline __attribute__((always_inline)) void elemcopy_fast(void *dst, const
 		if (unlikely(atomic_load_explicit(&sched.gomaxprocs, memory_order_relaxed) !=   \
 			     1) ||                                                              \
 		    atomic_load_explicit(&pp_->runnext, memory_order_relaxed))                  \
-			return rdv_done_slow(m_, gp_, wg_, ok);                                 \
+			return NOTAIL(rdv_done_slow(m_, gp_, wg_, ok));                         \
 		atomic_store_explicit(&wg_->status, G_RUNNABLE, memory_order_relaxed);          \
 		atomic_store_explicit(&wg_->waitreason, W_NONE, memory_order_relaxed);          \
 		/* seen empty, stays empty until our store (goready_m) */                      \
@@ -998,7 +1010,7 @@ static inline __attribute__((always_inline)) void elemcopy_fast(void *dst, const
 		mtally(&pp_->nchanfast);                                                        \
 		rtdepth_set(gp_, 0); /* rt_leave_g */                                           \
 		if (unlikely(atomic_load_explicit(&pp_->flags, memory_order_relaxed) & PF_PREEMPT)) \
-			return rt_leave_slow(m_, ok);                                           \
+			return NOTAIL(rt_leave_slow(m_, ok));                                   \
 		return ok;                                                                      \
 	} while (0)
 
@@ -1006,7 +1018,7 @@ int weft_chan_send(weft_chan_t *c, const void *elem)
 {
 	/* a send with a NULL element of a non-empty type: the slow path's EINVAL */
 	if (unlikely(!elem))
-		return weft_chan_send_slow(c, elem);
+		return NOTAIL(weft_chan_send_slow(c, elem));
 	RDV_TAKEFAST(c, RDV_RECV, 0, elem, weft_chan_send_slow(c, elem), chansend_in, w_->elem, elem);
 }
 
