@@ -204,7 +204,7 @@ static struct waiter *wq_claim(struct weft_chan *c, struct wq *q)
  *     and reads w's fields only after it (acquire; an ABA - w ended and
  *     the same address waits again - is then simply the new wait);
  *   - a G that finds 0 parks: it switches away, and the context that
- *     runs next publishes it with CAS(0 -> w|dir) (rdv_commit; release:
+ *     runs next publishes it with CAS(0 -> w|dir) (park_publish; release:
  *     w's fields before a taker's acquire).  Published only once off its
  *     stack, it cannot be readied while still running on it.  If the CAS
  *     fails (a counterpart, a second waiter, a seal came first), nothing
@@ -600,38 +600,17 @@ static inline void rdv_done(struct waiter *w, struct m *m)
 		mtally(&m->p->nchanfast);
 }
 
-struct rdvpark {
-	struct weft_chan *c;
-	uintptr_t word;  /* w | RDV_RECV or RDV_SEND */
-	bool parked;     /* the commit published it: sleep until taken */
-};
-
-/* gopark's commit, on the context that runs after the parking G. */
-static bool rdv_commit(struct g *gp, void *arg)
-{
-	(void)gp;
-	struct rdvpark *pk = arg;
-	/* before the CAS: once published, the G may be taken, readied and
-	 * running on another M, returning from the frame pk lives in */
-	pk->parked = true;
-	uintptr_t zero = 0;
-	/* release: w's fields before a taker's acquire CAS */
-	if (atomic_compare_exchange_strong_explicit(&pk->c->rdv, &zero, pk->word,
-						    memory_order_release, memory_order_relaxed))
-		return true;
-	pk->parked = false; /* nothing published: we are readied to look again */
-	return false;
-}
-
 /* Park the running G as the word's waiter w (w->elem set by the caller).
  * True once a taker (or close, through the queue a seal put w on) has
  * completed it: w->result says how.  False if the word was not 0 when
  * the commit tried: look again. */
-static bool rdv_park(struct weft_chan *c, struct m *m, struct waiter *w, uintptr_t dir,
+static bool rdv_park(struct weft_chan *c, struct m **mp, struct waiter *w, uintptr_t dir,
 		     int reason)
 {
-	struct rdvpark pk = { c, (uintptr_t)w | dir, false };
-	gopark_g(m, w->g, rdv_commit, &pk, reason);
+	/* the commit publishes w in the word (release: w's fields before a
+	 * taker's acquire CAS), after the switch: park_publish */
+	struct parkpub pk = { &c->rdv, (uintptr_t)w | dir, false };
+	*mp = gopark_g(*mp, w->g, park_publish, &pk, reason); /* perhaps another M now */
 	if (!pk.parked)
 		return false;
 	/* acquire: pairs with the taker's release store in waiter_claim */
@@ -646,12 +625,6 @@ static bool rdv_park(struct weft_chan *c, struct m *m, struct waiter *w, uintptr
 static inline bool rdv_parker(struct g *gp)
 {
 	return gp && !gp->introk;
-}
-
-/* The running G of m (NULL: a plain thread, m NULL). */
-static inline struct g *rdv_g(struct m *m)
-{
-	return m ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
 }
 
 static int usend_slow(struct weft_chan *c, const void *elem, bool block)
@@ -694,8 +667,11 @@ static int urecv_slow(struct weft_chan *c, void *elem, bool block)
 	return w.result;
 }
 
-/* m: getm() of the caller, inside the runtime bracket (chansend) */
-static int usend(struct weft_chan *c, struct m *m, const void *elem, bool block)
+/* *mp: getm() of the caller, inside the runtime bracket (chansend), and
+ * the M we run on at the return; gp: its running G (NULL: a plain
+ * thread, or the scheduler context) */
+static inline __attribute__((always_inline)) int usend(struct weft_chan *c, struct m **mp,
+						    struct g *gp, const void *elem, bool block)
 {
 	uintptr_t x = atomic_load_explicit(&c->rdv, memory_order_relaxed);
 	for (;;) {
@@ -708,30 +684,38 @@ static int usend(struct weft_chan *c, struct m *m, const void *elem, bool block)
 			struct waiter *r = rdv_waiter(x);
 			if (r->elem)
 				elemcopy(r->elem, elem, c->elemsize);
-			rdv_done(r, m);
+			rdv_done(r, *mp);
 			return 0;
 		}
 		if (x == RDV_SEALED)
-			return usend_slow(c, elem, block);
+			break;
 		/* open, and no receiver waits */
 		if (!block)
 			return -EAGAIN;
-		struct g *gp = rdv_g(m);
 		if (x != 0 || !rdv_parker(gp))
-			return usend_slow(c, elem, block); /* a sender waits already */
+			break; /* a sender waits already */
 		struct waiter w;
 		/* excl: nothing but whoever takes it from the word (or the
 		 * queue a seal moved it to) ends this wait */
 		waiter_init_g(&w, gp);
 		w.elem = (void *)elem;
-		if (rdv_park(c, m, &w, RDV_SEND, W_CHAN_SEND))
+		if (rdv_park(c, mp, &w, RDV_SEND, W_CHAN_SEND))
 			return w.result == RES_VALUE ? 0 : -EPIPE; /* taken, or close */
-		m = getm(); /* readied to look again, perhaps on another M */
+		/* readied to look again (on *mp, rdv_park) */
 		x = atomic_load_explicit(&c->rdv, memory_order_relaxed);
 	}
+	/* the locked path: sealed, a party of our side waits already, or
+	 * we cannot park through the word */
+	int r = usend_slow(c, elem, block);
+	*mp = getm(); /* it may have parked: perhaps another M now */
+	return r;
 }
 
-static int urecv(struct weft_chan *c, struct m *m, void *elem, bool block)
+/* *mp: getm() of the caller, inside the runtime bracket (chanrecv), and
+ * the M we run on at the return; gp: its running G (NULL: a plain
+ * thread, or the scheduler context) */
+static inline __attribute__((always_inline)) int urecv(struct weft_chan *c, struct m **mp,
+						    struct g *gp, void *elem, bool block)
 {
 	uintptr_t x = atomic_load_explicit(&c->rdv, memory_order_relaxed);
 	for (;;) {
@@ -744,29 +728,33 @@ static int urecv(struct weft_chan *c, struct m *m, void *elem, bool block)
 			struct waiter *s = rdv_waiter(x);
 			if (elem)
 				elemcopy(elem, s->elem, c->elemsize);
-			rdv_done(s, m);
+			rdv_done(s, *mp);
 			return 1;
 		}
 		if (x == RDV_SEALED)
-			return urecv_slow(c, elem, block);
+			break;
 		if (!block)
 			return -EAGAIN;
-		struct g *gp = rdv_g(m);
 		if (x != 0 || !rdv_parker(gp))
-			return urecv_slow(c, elem, block); /* a receiver waits already */
+			break; /* a receiver waits already */
 		struct waiter w;
 		/* excl: nothing but whoever takes it from the word (or the
 		 * queue a seal moved it to) ends this wait */
 		waiter_init_g(&w, gp);
 		w.elem = elem;
-		if (rdv_park(c, m, &w, RDV_RECV, W_CHAN_RECV)) {
+		if (rdv_park(c, mp, &w, RDV_RECV, W_CHAN_RECV)) {
 			if (w.result == RES_CLOSED)
 				elemzero(elem, c->elemsize);
 			return w.result;
 		}
-		m = getm(); /* readied to look again, perhaps on another M */
+		/* readied to look again (on *mp, rdv_park) */
 		x = atomic_load_explicit(&c->rdv, memory_order_relaxed);
 	}
+	/* the locked path: sealed, a party of our side waits already, or
+	 * we cannot park through the word */
+	int r = urecv_slow(c, elem, block);
+	*mp = getm(); /* it may have parked: perhaps another M now */
+	return r;
 }
 
 /* ---- public: make, send, receive, close --------------------------------------- */
@@ -821,7 +809,7 @@ void weft_chan_free(weft_chan_t *c)
 	rt_leave();
 }
 
-static int fail(int r)
+static inline int fail(int r)
 {
 	if (r < 0) {
 		errno = -r;
@@ -830,36 +818,213 @@ static int fail(int r)
 	return r;
 }
 
-/* rt_enter first: a G holds its P across the whole operation, so the
- * nested park/ready calls stay cheap. */
-static int chansend(weft_chan_t *c, const void *elem, bool block)
+/* Off a G (a plain thread; the scheduler context): no bracket, and
+ * the word is not parked through (rdv_parker). */
+static __attribute__((noinline)) int chansend_nog(struct weft_chan *c, struct m *m,
+						  const void *elem, bool block)
+{
+	return c->cap ? bsend(c, elem, block) : usend(c, &m, NULL, elem, block);
+}
+
+static __attribute__((noinline)) int chanrecv_nog(struct weft_chan *c, struct m *m, void *elem,
+						  bool block)
+{
+	return c->cap ? brecv(c, elem, block) : urecv(c, &m, NULL, elem, block);
+}
+
+/* The runtime bracket first: a G holds its P across the whole
+ * operation, so the nested park/ready calls stay cheap.  Inlined into
+ * the public calls, with the M and G looked up once: a park hands back
+ * the M the G resumes on (gopark_g), and the G is the same one after.
+ * Off a G, out of line: the inlined path knows it has an M and a G. */
+static inline __attribute__((always_inline)) int chansend(weft_chan_t *c, const void *elem,
+							  bool block)
 {
 	if (!chan_ok(c) || unlikely(!elem && c->elemsize))
 		return -EINVAL;
-	struct m *m = rt_enter();
-	int r = c->cap ? bsend(c, elem, block) : usend(c, m, elem, block);
-	rt_leave();
+	struct m *m = getm();
+	struct g *gp;
+	if (unlikely(!m) || unlikely(!(gp = atomic_load_explicit(&m->curg, memory_order_relaxed))))
+		return chansend_nog(c, m, elem, block);
+	rt_enter_g(m, gp);
+	int r;
+	if (c->cap) {
+		r = bsend(c, elem, block);
+		m = getm(); /* it may have parked: perhaps another M now */
+	} else {
+		r = usend(c, &m, gp, elem, block);
+	}
+	rt_leave_g(m, gp);
 	return r;
 }
 
-static int chanrecv(weft_chan_t *c, void *elem, bool block)
+static inline __attribute__((always_inline)) int chanrecv(weft_chan_t *c, void *elem, bool block)
 {
 	if (!chan_ok(c))
 		return -EINVAL;
-	struct m *m = rt_enter();
-	int r = c->cap ? brecv(c, elem, block) : urecv(c, m, elem, block);
-	rt_leave();
+	struct m *m = getm();
+	struct g *gp;
+	if (unlikely(!m) || unlikely(!(gp = atomic_load_explicit(&m->curg, memory_order_relaxed))))
+		return chanrecv_nog(c, m, elem, block);
+	rt_enter_g(m, gp);
+	int r;
+	if (c->cap) {
+		r = brecv(c, elem, block);
+		m = getm(); /* it may have parked: perhaps another M now */
+	} else {
+		r = urecv(c, &m, gp, elem, block);
+	}
+	rt_leave_g(m, gp);
 	return r;
 }
 
-int weft_chan_send(weft_chan_t *c, const void *elem)
+/* ---- the taking half of a hand-off, without a stack frame ----
+ *
+ * A blocking send or receive that finds its counterpart alone in the
+ * word (the common case of a hand-off; the other party parks) does all
+ * its work inline: no call, so the compiler saves no callee-saved
+ * register and keeps no frame (about a quarter of such an operation's
+ * instructions were its prologue and epilogue).  Anything else - not an
+ * unbuffered channel, an element size the copy does not inline, off a
+ * G, a nested runtime call, sysmon's flags on our P - calls the
+ * general path (weft_chan_send_slow, before anything changed); no
+ * counterpart (we park) or a lost race for it, the rest of the general
+ * path inside the runtime bracket (chansend_in); a full runnext or more
+ * than one P, the rest of the ready.  Not as tail calls (NOTAIL): the
+ * frame is made on those paths only.
+ * The same steps as usend/urecv's taking branch and rdv_done, in the
+ * same order. */
+
+static __attribute__((noinline)) int weft_chan_send_slow(weft_chan_t *c, const void *elem)
 {
 	return fail(chansend(c, elem, true));
 }
 
-int weft_chan_recv(weft_chan_t *c, void *elem)
+static __attribute__((noinline)) int weft_chan_recv_slow(weft_chan_t *c, void *elem)
 {
 	return fail(chanrecv(c, elem, true));
+}
+
+/* Inside the bracket, having taken nothing: the general path's rest. */
+static __attribute__((noinline)) int chansend_in(struct weft_chan *c, struct m *m, struct g *gp,
+						 const void *elem)
+{
+	int r = usend(c, &m, gp, elem, true);
+	rt_leave_g(m, gp);
+	return fail(r);
+}
+
+static __attribute__((noinline)) int chanrecv_in(struct weft_chan *c, struct m *m, struct g *gp,
+						 void *elem)
+{
+	int r = urecv(c, &m, gp, elem, true);
+	rt_leave_g(m, gp);
+	return fail(r);
+}
+
+/* Taken, w's element copied and its outcome set: the rest of the ready
+ * (runnext was full, or more than one P), and the bracket's end. */
+static __attribute__((noinline)) int rdv_done_slow(struct m *m, struct g *gp, struct g *wg, int r)
+{
+	goready_m_slow(m, wg);
+	mtally(&m->p->nchanfast);
+	rt_leave_g(m, gp);
+	return r;
+}
+
+/* The bracket's end when sysmon asks the G to yield. */
+static __attribute__((noinline)) int rt_leave_slow(struct m *m, int r)
+{
+	leaveruntime(m);
+	return r;
+}
+
+/* call, not as a tail call: the public call's frame stays on the stack
+ * under what it calls, so that a parked G's traceback (weft_dump) names
+ * the API call it is parked in (traceback.c keeps the outermost runtime
+ * frame).  Only the paths that call pay for a frame. */
+#define NOTAIL(call)                                                                            \
+	({                                                                                      \
+		int r__ = (call);                                                               \
+		__asm__ volatile("" : "+r"(r__)); /* the call is then not the last thing done */ \
+		r__;                                                                            \
+	})
+
+/* The element sizes elemcopy_fast copies inline, with no call. */
+static inline bool elemfast(size_t n)
+{
+	return n == 8 || n == 4 || n == 16 || n == 0;
+}
+
+static inline __attribute__((always_inline)) void elemcopy_fast(void *dst, const void *src,
+								 size_t n)
+{
+	switch (n) {
+	case 8: memcpy(dst, src, 8); break;
+	case 4: memcpy(dst, src, 4); break;
+	case 16: memcpy(dst, src, 16); break;
+	case 0: break;
+	default: __builtin_unreachable(); /* elemfast(n) */
+	}
+}
+
+/* c's word holds a counterpart of ours (want: RDV_RECV for a sender),
+ * and the rest of the fast case holds: take it and complete it, moving
+ * the element from SRC to DST (one of them the taken waiter's w_->elem;
+ * no copy if DST is NULL).  Returns the call's result, ok for a hand-off.  The
+ * conditions as in chansend/chanrecv, usend/urecv and goready_m. */
+#define RDV_TAKEFAST(c, want, ok, mine, SLOW, IN, DST, SRC)                                      \
+	do {                                                                                    \
+		struct m *m_;                                                                   \
+		struct g *gp_;                                                                  \
+		if (unlikely(!chan_ok(c)) || (c)->cap || !elemfast((c)->elemsize) ||             \
+		    unlikely(!(m_ = getm())) ||                                                 \
+		    unlikely(!(gp_ = atomic_load_explicit(&m_->curg, memory_order_relaxed))) || \
+		    gp_->rtdepth || atomic_load_explicit(&m_->p->flags, memory_order_relaxed))    \
+			return NOTAIL(SLOW);                                                    \
+		rtdepth_set(gp_, 1); /* rt_enter_g, its flags seen clear */                    \
+		uintptr_t x_ = atomic_load_explicit(&(c)->rdv, memory_order_relaxed);           \
+		/* acquire: the waiter's fields (usend) */                                      \
+		if (unlikely((x_ & RDV_DIR) != (want)) ||                                       \
+		    !atomic_compare_exchange_strong_explicit(&(c)->rdv, &x_, 0,                 \
+							     memory_order_acquire,              \
+							     memory_order_relaxed))             \
+			return NOTAIL(IN(c, m_, gp_, mine));                                    \
+		struct waiter *w_ = rdv_waiter(x_);                                             \
+		if (DST)                                                                        \
+			elemcopy_fast(DST, SRC, (c)->elemsize);                                 \
+		w_->result = RES_VALUE;                                                         \
+		struct g *wg_ = w_->g;                                                          \
+		/* release: what we wrote for it before it reads (waiter_claim_wake_gm) */     \
+		atomic_store_explicit(&wg_->waitstate, w_->seq << 2 | WS_WOKEN,                 \
+				      memory_order_release);                                    \
+		struct p *pp_ = m_->p;                                                          \
+		if (unlikely(atomic_load_explicit(&sched.gomaxprocs, memory_order_relaxed) !=   \
+			     1) ||                                                              \
+		    atomic_load_explicit(&pp_->runnext, memory_order_relaxed))                  \
+			return NOTAIL(rdv_done_slow(m_, gp_, wg_, ok));                         \
+		atomic_store_explicit(&wg_->status, G_RUNNABLE, memory_order_relaxed);          \
+		atomic_store_explicit(&wg_->waitreason, W_NONE, memory_order_relaxed);          \
+		/* seen empty, stays empty until our store (goready_m) */                      \
+		atomic_store_explicit(&pp_->runnext, wg_, memory_order_release);                \
+		mtally(&pp_->nchanfast);                                                        \
+		rtdepth_set(gp_, 0); /* rt_leave_g */                                           \
+		if (unlikely(atomic_load_explicit(&pp_->flags, memory_order_relaxed) & PF_PREEMPT)) \
+			return NOTAIL(rt_leave_slow(m_, ok));                                   \
+		return ok;                                                                      \
+	} while (0)
+
+int weft_chan_send(weft_chan_t *c, const void *elem)
+{
+	/* a send with a NULL element of a non-empty type: the slow path's EINVAL */
+	if (unlikely(!elem))
+		return NOTAIL(weft_chan_send_slow(c, elem));
+	RDV_TAKEFAST(c, RDV_RECV, 0, elem, weft_chan_send_slow(c, elem), chansend_in, w_->elem, elem);
+}
+
+int weft_chan_recv(weft_chan_t *c, void *elem)
+{
+	RDV_TAKEFAST(c, RDV_SEND, 1, elem, weft_chan_recv_slow(c, elem), chanrecv_in, elem, w_->elem);
 }
 
 int weft_chan_trysend(weft_chan_t *c, const void *elem)

@@ -927,6 +927,25 @@ static inline __attribute__((always_inline)) void runqput_yield(struct p *pp, st
 
 /* Run the deferred work of the context we just switched away from.  A
  * yield's (back on our queue) is done inline: it is the most frequent. */
+static inline __attribute__((always_inline)) bool park_publish_inl(struct parkpub *pk)
+{
+	pk->parked = true;
+	uintptr_t zero = 0;
+	/* release: what the parked G wrote for a taker (its waiter) before
+	 * the taker's acquire CAS */
+	if (atomic_compare_exchange_strong_explicit(pk->word, &zero, pk->val,
+						    memory_order_release, memory_order_relaxed))
+		return true;
+	pk->parked = false; /* nothing published: readied to look again */
+	return false;
+}
+
+bool park_publish(struct g *gp, void *arg)
+{
+	(void)gp;
+	return park_publish_inl(arg);
+}
+
 static inline __attribute__((always_inline)) void afterswitch(struct m *m)
 {
 	bool (*fn)(struct g *, void *) = m->afterfn;
@@ -934,7 +953,10 @@ static inline __attribute__((always_inline)) void afterswitch(struct m *m)
 		m->afterfn = NULL;
 		if (fn == after_runqput)
 			runqput_yield(m->p, m->aftergp);
-		else if (!fn(m->aftergp, m->afterarg))
+		else if (fn == park_publish) { /* a channel hand-off's: inline */
+			if (!park_publish_inl(m->afterarg))
+				goready(m->aftergp);
+		} else if (!fn(m->aftergp, m->afterarg))
 			goready(m->aftergp);
 	}
 }
@@ -1087,8 +1109,8 @@ static __attribute__((noinline)) void sigk_switch(struct m *m, struct g *to)
 
 /* Switch from 'from' (a G, or NULL for g0) to 'to' (a G, or NULL for
  * g0).  Returns in 'from' when something switches back to it, possibly
- * on another M; the caller must re-read getm(). */
-static inline __attribute__((always_inline)) void gswitch_inl(struct m *m, struct g *from,
+ * on another M: returns that M (getm()). */
+static inline __attribute__((always_inline)) struct m *gswitch_inl(struct m *m, struct g *from,
 								struct g *to)
 {
 	void **save = from ? &from->sp : &m->g0sp;
@@ -1105,7 +1127,7 @@ static inline __attribute__((always_inline)) void gswitch_inl(struct m *m, struc
 	 * waits for one and this M goes to its scheduler instead */
 	if (to && unlikely(!to->sp) && !gstart(m, to, from != NULL)) {
 		if (!from)
-			return; /* already on g0: its scheduler loop goes on */
+			return m; /* already on g0: its scheduler loop goes on */
 		to = NULL;
 	}
 	/* release (a plain store on x86): sysmon, which reads the G's status
@@ -1138,6 +1160,7 @@ static inline __attribute__((always_inline)) void gswitch_inl(struct m *m, struc
 	afterswitch(m);
 	if (from && !from->tcb)
 		*m->errnop = from->errno_save; /* on the thread we run on now */
+	return m;
 }
 
 /* gswitch_inl's out-of-line copy, for the scheduler's less frequent paths. */
@@ -1203,16 +1226,18 @@ static inline __attribute__((always_inline)) struct g *nextg_fast(struct m *m, s
 
 /* Switch away from the running G gp, which the caller has made
  * runnable or waiting and set m->afterfn for. */
-static void gleave(struct m *m, struct g *gp)
+static inline __attribute__((always_inline)) struct m *gleave(struct m *m, struct g *gp)
 {
 	struct g *next = m->lockedg ? NULL : nextg_fast(m, m->p);
-	gswitch_inl(m, gp, next);
+	return gswitch_inl(m, gp, next);
 }
 
 /* Park gp, running on m, inside the runtime (rtdepth > 0).  See runtime.h. */
-void gopark_g(struct m *m, struct g *gp, bool (*unlockf)(struct g *, void *), void *arg,
-	      int reason)
+struct m *gopark_g(struct m *m, struct g *gp, bool (*unlockf)(struct g *, void *), void *arg,
+		   int reason)
 {
+	if (!m || !gp)
+		__builtin_unreachable(); /* for the compiler: the inlined tests of either go */
 	atomic_store_explicit(&gp->waitreason, (uint8_t)reason, memory_order_relaxed);
 	atomic_store_explicit(&gp->waitsince, atomic_load_explicit(&coarsenow, memory_order_relaxed),
 			      memory_order_relaxed);
@@ -1220,7 +1245,7 @@ void gopark_g(struct m *m, struct g *gp, bool (*unlockf)(struct g *, void *), vo
 	m->afterfn = unlockf;
 	m->aftergp = gp;
 	m->afterarg = arg;
-	gleave(m, gp);
+	return gleave(m, gp);
 }
 
 /* Park the running G.  See runtime.h. */
@@ -1286,7 +1311,7 @@ void goready_tail(struct g *gp)
 	ready(gp, false);
 }
 
-void goready_m(struct m *m, struct g *gp)
+void goready_m_slow(struct m *m, struct g *gp)
 {
 	ready_m(m, gp, true);
 }
@@ -1319,8 +1344,7 @@ void weft_yield(void)
 		atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
 		m->afterfn = m->lockedg ? after_globrunqput : after_runqput;
 		m->aftergp = gp;
-		gswitch_inl(m, gp, next);
-		m = getm(); /* we may be on another M now */
+		m = gswitch_inl(m, gp, next); /* we may be on another M now */
 	}
 	rt_leave_g(m, gp);
 }

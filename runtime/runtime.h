@@ -559,10 +559,40 @@ void goready_tail(struct g *gp);
 /* gopark and goready for a caller inside the runtime bracket (rtdepth >
  * 0) that knows its M (and, parking, its running G gp): the same without
  * the bracket or the look-up.  goready_m's m may be NULL (a plain
- * thread).  After gopark_g the G may run on another M: re-read getm(). */
-void gopark_g(struct m *m, struct g *gp, bool (*unlockf)(struct g *gp, void *arg), void *arg,
-	      int reason);
-void goready_m(struct m *m, struct g *gp);
+ * thread).  After gopark_g the G may run on another M: it returns that M. */
+struct m *gopark_g(struct m *m, struct g *gp, bool (*unlockf)(struct g *gp, void *arg),
+		   void *arg, int reason);
+void goready_m_slow(struct m *m, struct g *gp);
+/* A gopark commit (unlockf) that publishes the parked G in a word: CAS
+ * *word from 0 to val (release), on the context that runs after the G.
+ * parked says whether it did (set before the CAS: once published, the G
+ * may be taken, readied and running on another M, returning from the
+ * frame the record lives in); if not, the G is readied to look again.
+ * The scheduler runs it inline, without the indirect call. */
+struct parkpub {
+	_Atomic uintptr_t *word;
+	uintptr_t val;
+	bool parked;
+};
+bool park_publish(struct g *gp, void *arg);
+static inline void goready_m(struct m *m, struct g *gp)
+{
+	struct p *pp;
+	/* inline, the common case of a hand-off on one P: ours runs gp
+	 * next, and there is no idle P to wake (ready_m in proc.c) */
+	if (likely(m && (pp = m->p) &&
+		   atomic_load_explicit(&sched.gomaxprocs, memory_order_relaxed) == 1 &&
+		   !atomic_load_explicit(&pp->runnext, memory_order_relaxed))) {
+		atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
+		atomic_store_explicit(&gp->waitreason, W_NONE, memory_order_relaxed);
+		/* only the owner fills runnext and stealers only empty it:
+		 * seen empty, it stays empty until this store (release: gp's
+		 * state before a stealer's acquire load; runqput_inl) */
+		atomic_store_explicit(&pp->runnext, gp, memory_order_release);
+		return;
+	}
+	goready_m_slow(m, gp);
+}
 /* Leave / re-enter user code around a call that may block the OS thread:
  * sysmon hands the P to another M if the call takes longer than 20 us. */
 void entersyscall(void);

@@ -1140,6 +1140,88 @@ Test(chan, fast_handoff_counted)
 	run_main(fast_handoff);
 }
 
+/* The taking half of a hand-off inline (weft_chan_send/recv): every
+ * element size, those it copies inline (0, 4, 8, 16) and those it
+ * leaves to the general path (1, 3, 24), and a receive into NULL, with
+ * each side taking as often as parking (a ping-pong on one P); the bytes
+ * arrive whole, a NULL receive copies nothing, and the inline sizes'
+ * hand-offs are all fast ones. */
+#define ES_N 200
+static weft_chan_t *es_ping, *es_pong;
+static size_t es_size;
+
+static void es_fill(unsigned char *b, size_t n, long i)
+{
+	for (size_t k = 0; k < n; k++)
+		b[k] = (unsigned char)(i * 31 + (long)k * 7 + 1);
+}
+
+static bool es_same(const unsigned char *b, size_t n, long i)
+{
+	unsigned char want[32];
+	es_fill(want, n, i);
+	return memcmp(b, want, n) == 0;
+}
+
+static void es_echo(void *arg)
+{
+	(void)arg;
+	unsigned char b[32];
+	for (long i = 0;; i++) {
+		memset(b, 0xee, sizeof b);
+		/* every 5th element is dropped on the way in (NULL) */
+		if (i % 5 == 4 && es_size) {
+			if (weft_chan_recv(es_ping, NULL) != 1)
+				break;
+			es_fill(b, es_size, i);
+		} else {
+			if (weft_chan_recv(es_ping, es_size ? b : NULL) != 1)
+				break;
+			CHECK(es_same(b, es_size, i));
+			CHECK(b[es_size] == 0xee); /* no byte beyond the element */
+		}
+		CHECK(weft_chan_send(es_pong, es_size ? b : NULL) == 0);
+	}
+	weft_chan_close(es_pong);
+}
+
+static int elem_sizes(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	weft_maxprocs(1);
+	static const size_t sizes[] = { 0, 4, 8, 16, 1, 3, 24 };
+	for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+		es_size = sizes[s];
+		es_ping = weft_chan_make(es_size, 0);
+		es_pong = weft_chan_make(es_size, 0);
+		CHECK(weft_go(es_echo, NULL) >= 0);
+		int64_t before = fast_handoffs();
+		unsigned char b[32];
+		for (long i = 0; i < ES_N; i++) {
+			es_fill(b, es_size, i);
+			CHECK(weft_chan_send(es_ping, es_size ? b : NULL) == 0);
+			memset(b, 0xee, sizeof b);
+			CHECK(weft_chan_recv(es_pong, es_size ? b : NULL) == 1);
+			CHECK(es_same(b, es_size, i));
+			CHECK(b[es_size] == 0xee);
+		}
+		int64_t made = fast_handoffs() - before;
+		/* as fast_handoff: every hand-off but the first two, whatever the
+		 * size (the general path's word take counts too) */
+		CHECK(made >= 2 * ES_N - 2);
+		weft_chan_close(es_ping);
+		CHECK(weft_chan_recv(es_pong, es_size ? b : NULL) == 0);
+		weft_chan_free(es_ping);
+		weft_chan_free(es_pong);
+	}
+	return 0;
+}
+
+Test(chan, handoff_elem_sizes)
+{
+	run_main(elem_sizes);
+}
+
 /* close racing parks through the word: on 2 Ps, receivers and senders
  * park on a fresh channel (the first through the word, the rest queued
  * after a seal) while another G closes it at a varying moment; every
