@@ -25,6 +25,7 @@
 int netpoll_epfd = -1;            /* the epoll instance */
 int netpoll_breakfd = -1;         /* eventfd that breaks epoll_wait */
 static _Atomic int32_t breaking;  /* a break is pending */
+_Atomic uint64_t netpoll_gen;     /* epoll waits begun (netpoll.h) */
 _Atomic int32_t netpollwaiters;   /* Gs parked on fds */
 
 #define BREAK_TAG UINT64_MAX
@@ -210,6 +211,9 @@ struct g *netpoll(int64_t delay)
 {
 	struct epoll_event evs[128];
 	struct g *list = NULL;
+	/* seq_cst: a G's earlier read of the counter comes before this
+	 * number is taken, and so before the wait (pd_evmask) */
+	uint64_t gen = atomic_fetch_add(&netpoll_gen, 1) + 1;
 	long n = epwait(evs, 128, delay);
 	for (long i = 0; i < n; i++) {
 		uint64_t tag = evs[i].data.u64;
@@ -223,7 +227,7 @@ struct g *netpoll(int64_t delay)
 			atomic_store(&breaking, 0);
 			continue;
 		}
-		pollfd_event(tag, evs[i].events, &list);
+		pollfd_event(tag, evs[i].events, gen, &list);
 	}
 	return reverse(list); /* run them in the order the events came */
 }

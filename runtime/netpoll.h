@@ -30,8 +30,14 @@ extern int netpoll_epfd;
 extern int netpoll_breakfd;
 
 /* netpoll() hands each epoll event here: tag is what pollfd.c stored in
- * epoll_event.data.u64; Gs made ready are pushed on *list (schedlink). */
-void pollfd_event(uint64_t tag, uint32_t events, struct g **list);
+ * epoll_event.data.u64, gen the number of the epoll wait that returned
+ * it (netpoll_gen); Gs made ready are pushed on *list (schedlink). */
+void pollfd_event(uint64_t tag, uint32_t events, uint64_t gen, struct g **list);
+
+/* The epoll waits of the netpoller made so far: each takes the next
+ * number before its call (seq_cst), so an event from a wait numbered
+ * above a value read earlier was harvested after that read. */
+extern _Atomic uint64_t netpoll_gen;
 
 /* ---- poll descriptors (pollfd.c) -------------------------------------- */
 
@@ -77,6 +83,8 @@ struct pd {
 	_Atomic int64_t rtimeo;   /* SO_RCVTIMEO in ns, 0 none */
 	_Atomic int64_t wtimeo;   /* SO_SNDTIMEO in ns, 0 none */
 	_Atomic uint32_t timeogen; /* pd_timeogen when rtimeo/wtimeo were read, 0 never */
+	_Atomic uint32_t evmask;  /* the last event's epoll mask (0: none since the file) */
+	_Atomic uint64_t evgen;   /* netpoll_gen of the wait that returned it */
 	struct waitq waiters;     /* parked Gs, FIFO; waiter.ticket = PD_READ|PD_WRITE wanted */
 } __attribute__((aligned(64)));
 
@@ -158,5 +166,15 @@ static inline void pd_snap(struct pollreq *r)
  * call), -ETIMEDOUT, -EINTR (g_interrupt, if g->introk was set), or
  * -EBADF (an fd was closed).  reason: W_IO_*. */
 int pd_wait(struct pollreq *r, int n, int64_t deadline, int reason);
+
+/* After a wait on r alone: the epoll mask of the file's latest event if
+ * the netpoller's wait that returned it was numbered above since (a
+ * netpoll_gen read before the caller's own look at the file) and the
+ * file is still r's, else 0.  An edge-triggered epoll_wait reports the
+ * file's whole ready mask (for the registered EPOLLIN, EPOLLOUT,
+ * EPOLLRDHUP, EPOLLPRI, and EPOLLERR, EPOLLHUP) as it is when the wait
+ * returns, so such a mask is the file's state at a moment after since:
+ * what a poll(2) made then would have answered (hook/wait.c). */
+uint32_t pd_evmask(struct pollreq *r, uint64_t since);
 
 #endif

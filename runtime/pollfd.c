@@ -183,7 +183,7 @@ void pd_markepoll(struct pd *d)
 	unlock(&d->lock);
 }
 
-void pollfd_event(uint64_t tag, uint32_t events, struct g **list)
+void pollfd_event(uint64_t tag, uint32_t events, uint64_t gen, struct g **list)
 {
 	int fd = (int)(uint32_t)tag;
 	struct pd *d = pd_lookup(fd);
@@ -201,6 +201,9 @@ void pollfd_event(uint64_t tag, uint32_t events, struct g **list)
 		 * and no further event would come: read until EOF from now */
 		if (events & (EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 			setflags(d, pdflags(d) | PD_NODRAIN);
+		/* written and read under d->lock only (pd_evmask) */
+		atomic_store_explicit(&d->evmask, events, memory_order_relaxed);
+		atomic_store_explicit(&d->evgen, gen, memory_order_relaxed);
 		bool idle = waitq_empty(&d->waiters);
 		event_locked(d, dirs, list);
 		if (idle && (pdflags(d) & PD_EPOLL))
@@ -227,6 +230,7 @@ static void newfile_locked(struct pd *d, uint32_t flags, struct g **list)
 	bumpseq(d);
 	setflags(d, flags);
 	atomic_store_explicit(&d->rdrain, 0, memory_order_relaxed);
+	atomic_store_explicit(&d->evmask, 0, memory_order_relaxed); /* the old file's */
 	atomic_store_explicit(&d->rtimeo, 0, memory_order_relaxed);
 	atomic_store_explicit(&d->wtimeo, 0, memory_order_relaxed);
 }
@@ -501,4 +505,17 @@ int pd_wait(struct pollreq *r, int n, int64_t deadline, int reason)
 			ret = -EBADF;
 	}
 	return ret;
+}
+
+uint32_t pd_evmask(struct pollreq *r, uint64_t since)
+{
+	struct pd *d = r->d;
+	uint32_t m = 0;
+	lock(&d->lock);
+	if (atomic_load_explicit(&d->seq, memory_order_relaxed) == r->seq &&
+	    !(pdflags(d) & PD_CLOSING) &&
+	    atomic_load_explicit(&d->evgen, memory_order_relaxed) > since)
+		m = atomic_load_explicit(&d->evmask, memory_order_relaxed);
+	unlock(&d->lock);
+	return m;
 }

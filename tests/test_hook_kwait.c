@@ -464,3 +464,89 @@ G_TEST_ENV(hook_kwait, stray_kick_never_reaches_the_program, env_kickdelay, 120)
 	close(p[1]);
 	return 0;
 }
+
+/* A poll on one fd that parks (every wait parks: kwait=0) and is woken by
+ * the netpoller's event is answered from that event's mask (hook/wait.c
+ * g_poll); the answer must be the kernel's: the revents a poll with no
+ * timeout gives once the peer's action is over.  Cases: urgent data
+ * (POLLPRI), POLLRDNORM (not in weft's registration: asked of the
+ * kernel), the peer's shutdown (POLLRDHUP alone), and room to write
+ * again (POLLOUT). */
+struct peeract {
+	int fd, go, how;
+};
+
+static void *peer_act(void *arg)
+{
+	struct peeract *a = arg;
+	char b;
+	if (read(a->go, &b, 1) != 1) /* the G is about to poll */
+		return (void *)1;
+	switch (a->how) {
+	case 0:
+		return send(a->fd, "u", 1, MSG_OOB) == 1 ? NULL : (void *)1;
+	case 1:
+		return write(a->fd, "x", 1) == 1 ? NULL : (void *)1;
+	case 2:
+		return shutdown(a->fd, SHUT_WR) == 0 ? NULL : (void *)1;
+	default: {
+		static char buf[1 << 16];
+		ssize_t r;
+		while ((r = recv(a->fd, buf, sizeof buf, MSG_DONTWAIT)) > 0)
+			;
+		return NULL;
+	}
+	}
+}
+
+static void tcp_pair(int sv[2])
+{
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof a;
+	CHECK(l >= 0 && bind(l, (struct sockaddr *)&a, len) == 0 && listen(l, 1) == 0);
+	CHECK(getsockname(l, (struct sockaddr *)&a, &len) == 0);
+	sv[1] = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(sv[1] >= 0 && connect(sv[1], (struct sockaddr *)&a, len) == 0);
+	sv[0] = accept(l, NULL, NULL);
+	CHECK(sv[0] >= 0);
+	close(l);
+}
+
+G_TEST_ENV(hook_kwait, parked_poll_answer_is_the_kernels, env_nokwait, 60)
+{
+	(void)argc, (void)argv;
+	const short ev[4] = { POLLPRI, POLLIN | POLLRDNORM, POLLRDHUP, POLLOUT };
+	for (int how = 0; how < 4; how++) {
+		for (int round = 0; round < 20; round++) {
+			int sv[2], go[2];
+			if (how == 0)
+				tcp_pair(sv);
+			else
+				CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+			CHECK(pipe(go) == 0);
+			if (how == 3) { /* no room left to write */
+				static char buf[1 << 16];
+				while (send(sv[0], buf, sizeof buf, MSG_DONTWAIT) > 0)
+					;
+			}
+			struct peeract a = { sv[1], go[0], how };
+			pthread_t t;
+			CHECK(pthread_create(&t, NULL, peer_act, &a) == 0);
+			CHECK(write(go[1], "g", 1) == 1);
+			struct pollfd p = { sv[0], ev[how], 0 };
+			CHECK(poll(&p, 1, 20000) == 1);
+			void *ret;
+			CHECK(pthread_join(t, &ret) == 0 && ret == NULL);
+			struct pollfd q = { sv[0], ev[how], 0 };
+			CHECK(poll(&q, 1, 0) == 1);
+			if (p.revents != q.revents) {
+				fprintf(stderr, "case %d: revents %#x after the wake, %#x after\n", how,
+					p.revents, q.revents);
+				CHECK(0);
+			}
+			close(sv[0]), close(sv[1]), close(go[0]), close(go[1]);
+		}
+	}
+	return 0;
+}

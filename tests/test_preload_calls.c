@@ -16,8 +16,8 @@ static struct hrun R, N; /* under weft, native */
 /* Run `servers cas [arg]` under sccount with n specs, natively (weft
  * false) or under weft run --procs 2; out[i] the count sccount printed for
  * spec[i]. */
-static void counted_n(struct hrun *r, bool weft, const char *const *spec, int n,
-		      const char *cas, const char *arg, long *out)
+static void counted_env(struct hrun *r, bool weft, const char *const *spec, int n,
+			const char *cas, const char *arg, const char *const env[], long *out)
 {
 	h_paths();
 	const char *a[24];
@@ -38,7 +38,7 @@ static void counted_n(struct hrun *r, bool weft, const char *const *spec, int n,
 	if (arg)
 		a[k++] = arg;
 	a[k] = NULL;
-	h_run(r, a, NULL, NULL, 120);
+	h_run(r, a, env, NULL, 120);
 	cr_assert_eq(h_code(r), 0, "%s: %s%s", weft ? "weft" : "native", r->out, r->err);
 	for (int i = 0; i < n; i++) {
 		char key[64];
@@ -47,6 +47,12 @@ static void counted_n(struct hrun *r, bool weft, const char *const *spec, int n,
 		cr_assert(p, "no count in: %s", r->err);
 		out[i] = atol(p + strlen(key));
 	}
+}
+
+static void counted_n(struct hrun *r, bool weft, const char *const *spec, int n,
+		      const char *cas, const char *arg, long *out)
+{
+	counted_env(r, weft, spec, n, cas, arg, NULL, out);
 }
 
 static long counted_arg(struct hrun *r, bool weft, const char *spec, const char *cas,
@@ -201,4 +207,25 @@ Test(calls, numeric_names_keep_the_p, .timeout = 300)
 	counted_n(&R, true, spec, 3, "numnames", NULL, w);
 	cr_expect_leq(w[0], n[0] + 60, "weft %ld futex, natively %ld: %s", w[0], n[0], R.err);
 	cr_expect_leq(w[1] + w[2], 8, "weft made %ld threads for 2 Ps: %s", w[1] + w[2], R.err);
+}
+
+/* A poll on one fd that parks (every wait parks here: WEFT_DEBUG=kwait=0)
+ * and is woken by the netpoller's event is answered from that event's
+ * mask: one ppoll per round, as native's one poll, and the same revents
+ * (hook/wait.c g_poll; before: a second ppoll after each wake, 400 here) */
+Test(calls, poll_wake_answers_from_event, .timeout = 300)
+{
+	if (h_asan())
+		cr_skip_test("ASan build: the launcher's LD_PRELOAD cannot put ASan first");
+	char poll_s[16], ppoll_s[16];
+	snprintf(poll_s, sizeof poll_s, "%d", SYS_poll);
+	snprintf(ppoll_s, sizeof ppoll_s, "%d", SYS_ppoll);
+	const char *spec[] = { poll_s, ppoll_s };
+	const char *env[] = { "WEFT_DEBUG=kwait=0", NULL };
+	long n[2], w[2];
+	counted_env(&N, false, spec, 2, "pollwake", NULL, env, n);
+	counted_env(&R, true, spec, 2, "pollwake", NULL, env, w);
+	cr_expect_eq(n[0] + n[1], 202, "natively %ld poll, %ld ppoll", n[0], n[1]);
+	cr_expect_leq(w[0] + w[1], 202 + 30, "weft %ld poll, %ld ppoll for 202 polls: %s", w[0],
+		      w[1], R.err);
 }

@@ -33,6 +33,13 @@
  *   servers sigtoggle N - like CPython's signal.signal around a call:
  *           N rounds of a handler put, then SIG_IGN (after one round
  *           outside them); then a raise runs the handler.
+ *   servers pollwake - like apache's lingering close: a poll for
+ *           POLLIN on one socket that has nothing yet, woken by the
+ *           peer's byte, ROUNDS times against a client thread; then the
+ *           peer's close wakes a poll for POLLIN|POLLRDHUP, whose revents
+ *           must be what a poll with no timeout says afterwards
+ *           (POLLIN|POLLRDHUP|POLLHUP).  The program makes ROUNDS + 2
+ *           polls itself, one of them with a zero timeout.
  *   servers numnames - like varnish naming each connection's addresses
  *           (VTCP_name): four threads, each ROUNDS getnameinfo with
  *           NI_NUMERICHOST|NI_NUMERICSERV and getaddrinfo of a numeric
@@ -50,6 +57,7 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <netdb.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <sched.h>
@@ -279,6 +287,42 @@ static void *numnames(void *arg)
 	return NULL;
 }
 
+static void *pollpeer(void *arg)
+{
+	int fd = *(int *)arg;
+	char b;
+	while (read(fd, &b, 1) == 1 && b == 'a')
+		CHECK(write(fd, "b", 1) == 1);
+	close(fd); /* on 'q' */
+	return NULL;
+}
+
+static void case_pollwake(void)
+{
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, pollpeer, &sv[1]) == 0);
+	char b;
+	for (int i = 0; i < ROUNDS; i++) {
+		CHECK(write(sv[0], "a", 1) == 1);
+		struct pollfd p = { sv[0], POLLIN, 0 };
+		CHECK(poll(&p, 1, -1) == 1);
+		CHECK(p.revents == POLLIN);
+		CHECK(read(sv[0], &b, 1) == 1 && b == 'b');
+	}
+	CHECK(write(sv[0], "q", 1) == 1);
+	struct pollfd p = { sv[0], POLLIN | POLLRDHUP, 0 };
+	CHECK(poll(&p, 1, -1) == 1);
+	struct pollfd q = { sv[0], POLLIN | POLLRDHUP, 0 };
+	CHECK(poll(&q, 1, 0) == 1);
+	if (p.revents != q.revents || !(p.revents & POLLHUP))
+		FAIL("pollwake: revents %#x after the wake, %#x after it", p.revents, q.revents);
+	CHECK(pthread_join(t, NULL) == 0);
+	close(sv[0]);
+	printf("pollwake: %d rounds\n", ROUNDS);
+}
+
 static void case_numnames(void)
 {
 	pthread_t t[4];
@@ -308,6 +352,8 @@ static void *run(void *arg)
 		case_sigtoggle();
 	else if (strcmp(name, "numnames") == 0)
 		case_numnames();
+	else if (strcmp(name, "pollwake") == 0)
+		case_pollwake();
 	else
 		FAIL("no case %s", name);
 	return NULL;
