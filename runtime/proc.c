@@ -937,14 +937,18 @@ static inline __attribute__((always_inline)) void runqput_yield(struct p *pp, st
  * gap: the CAS on lastpoll (seq_cst, as sysmon's and findrunnable's) is
  * the turn; lastpoll == 0 means an M blocks in the netpoller, which sees
  * the events itself.  The relaxed loads first: a program with no G
- * parked on an fd pays one load per switch, not a clock read.  After
+ * parked on an fd pays one load per switch, not a clock read, and one
+ * with some reads the clock at every 8th switch of pp only (NULL, from
+ * findrunnable: every time); a vDSO clock read is
+ * ~20 ns, a channel round trip ~80.  After
  * the switch, not in nextg_fast: a G that parks still holds its
  * primitive's lock there (unlockf runs after the switch), and that may
  * be the lock of the very fd whose event netpoll would take. */
-static inline __attribute__((always_inline)) void busypoll(void)
+static inline __attribute__((always_inline)) void busypoll(struct p *pp)
 {
 	int64_t gap = weftenv.pollgap_ns;
-	if (likely(!atomic_load_explicit(&netpollwaiters, memory_order_relaxed)) || !gap)
+	if (likely(!atomic_load_explicit(&netpollwaiters, memory_order_relaxed)) || !gap ||
+	    (pp && (atomic_load_explicit(&pp->schedtick, memory_order_relaxed) & 7)))
 		return;
 	int64_t last = atomic_load_explicit(&sched.lastpoll, memory_order_relaxed);
 	if (last == 0)
@@ -968,7 +972,7 @@ static inline __attribute__((always_inline)) void afterswitch(struct m *m)
 		else if (!fn(m->aftergp, m->afterarg))
 			goready(m->aftergp);
 	}
-	busypoll();
+	busypoll(m->p);
 }
 
 static void gentry(void);
@@ -2234,7 +2238,7 @@ top:;
 		}
 	}
 	checktimers(pp, now);
-	busypoll();
+	busypoll(NULL);
 	bool fair = atomic_load_explicit(&pp->schedtick, memory_order_relaxed) % 61 == 0;
 	if (fair && atomic_load(&sched.runqsize) > 0) {
 		lock(&sched.lock);

@@ -566,11 +566,11 @@ G_TEST(hook_net, waitall_part_keeps_the_reset, 20)
 
 /* Yielders keep both Ps busy (a P never goes idle, so its scheduler
  * never blocks in the netpoller) while one G is parked in a pipe read.
- * Once the byte is written, every P looks at the netpoller at its first
- * switch past pollgap (1 ms) after the last poll, and the reader, now
- * on the global queue, runs at the next fair tick (every 61st switch of
- * a P).  So the yields made later than 1 ms after the write and before
- * the reader runs are at most ~2 x 61, counted, not timed.  Before,
+ * Once the byte is written, a P looks at the netpoller at its first 8th
+ * switch past pollgap (1 ms) after the last poll, and the reader, now on
+ * the global queue, runs at the next fair tick (every 61st switch of a
+ * P).  So the yields made later than 1 ms after the write and before the
+ * reader runs are at most ~2 x (8 + 61), counted, not timed.  Before,
  * only sysmon polled while the Ps were busy, every 10 ms: tens of
  * thousands of yields.  The median of 5 rounds is checked: a poller
  * descheduled between its epoll_wait and queueing the reader (a loaded
