@@ -8,7 +8,8 @@
 #
 # Modes: native; weft (weft run, its default: each thread its own TLS);
 # weft-nokeep (the same with WEFT_DEBUG=g0keep=0: the scheduler on its own
-# TLS, two FS loads per trip through it); shared (weft run with
+# TLS, two FS loads per trip through it); weft-idlepoll (WEFT_DEBUG=pollgap=0:
+# only idle Ps and sysmon poll the netpoller, as before session 10); shared (weft run with
 # WEFT_TLS=shared); wnative (weft run with WEFT_PTHREADS=native: real
 # threads on weft's pthread locks); pool (thread_handling=pool-of-threads).
 # MDB_WEFT_DEBUG: WEFT_DEBUG for the weft modes (e.g. kwait=0).
@@ -83,6 +84,7 @@ start() { # start MODE
 	case $1 in
 	weft) pre=(env WEFT_DEBUG="$wdebug" "$weft" run --procs "$procs" --) ;;
 	weft-nokeep) pre=(env WEFT_DEBUG="${wdebug:+$wdebug,}g0keep=0" "$weft" run --procs "$procs" --) ;;
+	weft-idlepoll) pre=(env WEFT_DEBUG="${wdebug:+$wdebug,}pollgap=0" "$weft" run --procs "$procs" --) ;;
 	shared) pre=(env WEFT_TLS=shared "$weft" run --procs "$procs" --) ;;
 	wnative) pre=(env WEFT_PTHREADS=native "$weft" run --procs "$procs" --) ;;
 	pool) extra=(--thread-handling=pool-of-threads) ;;

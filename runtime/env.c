@@ -13,7 +13,9 @@
  *                    (the shim leaves stderr glibc's: hook/preload/stdio.c), sigkeep=0 (the
  *                    shim's signal thread stops blocking a signal whose handler went:
  *                    hook/preload/signal.c), tlsslot=0 (a G's TLS block at its stack top,
- *                    not in the interleaved slots: runtime/tls.c)
+ *                    not in the interleaved slots: runtime/tls.c), pollgap=<us> (a busy
+ *                    P's scheduler polls the netpoller when the last poll is older than
+ *                    this, default 1000; 0: only idle Ps and sysmon poll: runtime/proc.c)
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -114,6 +116,11 @@ static void debugopts(const char *s)
 				weftenv.stall_ns = (int64_t)v * 1000;
 			else
 				warn("ignoring WEFT_DEBUG %s: want stall=<us>, 0..10000000", tok);
+		} else if (!strncmp(tok, "pollgap=", 8)) {
+			if (parse_int(tok + 8, 0, 1000000, &v) == 0)
+				weftenv.pollgap_ns = (int64_t)v * 1000;
+			else
+				warn("ignoring WEFT_DEBUG %s: want pollgap=<us>, 0..1000000", tok);
 		} else if (!strncmp(tok, "clockset=", 9)) {
 			if (parse_int(tok + 9, -86400, 86400, &v) == 0)
 				weftenv.clockset_ns = (int64_t)v * 1000000000;
@@ -122,7 +129,7 @@ static void debugopts(const char *s)
 				     tok);
 		} else {
 			warn("ignoring WEFT_DEBUG %s: want schedtrace=<ms>, sigquit=continue, kwait=0, "
-			     "g0keep=0, tlsslot=0, kickdelay=<us>, stall=<us> or clockset=<s>",
+			     "g0keep=0, tlsslot=0, kickdelay=<us>, stall=<us>, pollgap=<us> or clockset=<s>",
 			     tok);
 		}
 	}
@@ -146,6 +153,7 @@ STARTUP_TEXT void envinit(void)
 	weftenv.stacksize = 256 * 1024;
 	weftenv.stackkind = WEFT_STACK_GUARDED;
 	weftenv.stall_ns = -1;
+	weftenv.pollgap_ns = 1000 * 1000;
 
 	const char *s = getenv("WEFT_MAXPROCS");
 	long v;

@@ -925,6 +925,41 @@ static inline __attribute__((always_inline)) void runqput_yield(struct p *pp, st
 	runqput_inl(pp, gp, false);
 }
 
+/* A busy P's look at the netpoller.  Go (and weft before) polled only
+ * from an idle P's scheduler and from sysmon (every 10 ms while the Ps
+ * are busy): under a thread-per-connection server whose Ps never go
+ * idle, a G whose request had come sat parked for up to 10 ms and then
+ * queued behind every G readied meanwhile (MariaDB at 512 clients: p95
+ * 1.8x native's; docs/benchmarks.md).  Now a P polls (without blocking)
+ * after every switch, and in findrunnable, when the last poll is older
+ * than weftenv.pollgap_ns, 1 ms by default; the Gs go to the global queue's
+ * tail, in the order their events came, as sysmon's do.  One P polls per
+ * gap: the CAS on lastpoll (seq_cst, as sysmon's and findrunnable's) is
+ * the turn; lastpoll == 0 means an M blocks in the netpoller, which sees
+ * the events itself.  The relaxed loads first: a program with no G
+ * parked on an fd pays one load per switch, not a clock read, and one
+ * with some reads the clock at every 8th switch of pp only (NULL, from
+ * findrunnable: every time); a vDSO clock read is
+ * ~20 ns, a channel round trip ~80.  After
+ * the switch, not in nextg_fast: a G that parks still holds its
+ * primitive's lock there (unlockf runs after the switch), and that may
+ * be the lock of the very fd whose event netpoll would take. */
+static inline __attribute__((always_inline)) void busypoll(struct p *pp)
+{
+	int64_t gap = weftenv.pollgap_ns;
+	if (likely(!atomic_load_explicit(&netpollwaiters, memory_order_relaxed)) || !gap ||
+	    (pp && (atomic_load_explicit(&pp->schedtick, memory_order_relaxed) & 7)))
+		return;
+	int64_t last = atomic_load_explicit(&sched.lastpoll, memory_order_relaxed);
+	if (last == 0)
+		return;
+	int64_t now = nanotime();
+	if (now - last < gap || !atomic_compare_exchange_strong(&sched.lastpoll, &last, now))
+		return;
+	atomic_fetch_add_explicit(&sched.nbusypoll, 1, memory_order_relaxed);
+	injectglist(netpoll(0));
+}
+
 /* Run the deferred work of the context we just switched away from.  A
  * yield's (back on our queue) is done inline: it is the most frequent. */
 static inline __attribute__((always_inline)) bool park_publish_inl(struct parkpub *pk)
@@ -959,6 +994,7 @@ static inline __attribute__((always_inline)) void afterswitch(struct m *m)
 		} else if (!fn(m->aftergp, m->afterarg))
 			goready(m->aftergp);
 	}
+	busypoll(m->p);
 }
 
 static void gentry(void);
@@ -2232,6 +2268,7 @@ top:;
 		}
 	}
 	checktimers(pp, now);
+	busypoll(NULL);
 	bool fair = atomic_load_explicit(&pp->schedtick, memory_order_relaxed) % 61 == 0;
 	if (fair && atomic_load(&sched.runqsize) > 0) {
 		lock(&sched.lock);

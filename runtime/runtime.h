@@ -492,6 +492,7 @@ struct sched {
 	_Atomic int64_t nsyscallwait;  /* fd waits made in the kernel on the G's M (entersyscallwait) */
 	_Atomic int64_t nkwaitkick;    /* kernel waits asked to end (kwait_kick) */
 	_Atomic int64_t nnetpoll;      /* epoll waits of the netpoller (any timeout) */
+	_Atomic int64_t nbusypoll;     /* of them, a busy P's (busypoll, proc.c) */
 	_Atomic int64_t nsysmonwake;   /* sysmon rounds (each one sleep) */
 	_Atomic int64_t nstatreads;    /* sysmon's reads of /proc/self/task/TID/stat */
 };
@@ -935,6 +936,8 @@ struct weftenv {
 	                        * shim's default; tests: hook/preload/signal.c, stall) */
 	bool nog0keep;         /* WEFT_DEBUG=g0keep=0: the scheduler loads its M's own TLS (tls.c) */
 	bool notlsslot;        /* WEFT_DEBUG=tlsslot=0: Gs' TLS blocks at their stack tops (tls.c) */
+	int64_t pollgap_ns;    /* WEFT_DEBUG=pollgap=<us>: a busy P's scheduler polls the
+	                        * netpoller when the last poll is older (0: never; proc.c) */
 };
 extern struct weftenv weftenv;
 void envinit(void);

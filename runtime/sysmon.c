@@ -400,11 +400,12 @@ static void schedtrace(int64_t now, int64_t start)
 	n += snprintf(buf + n, sizeof buf - n, "]");
 	if (n < (int)sizeof buf - 128)
 		n += snprintf(buf + n, sizeof buf - n,
-			      " kernelwaits=%lld kwaitkicks=%lld netpolls=%lld sysmonwakes=%lld"
+			      " kernelwaits=%lld kwaitkicks=%lld netpolls=%lld/%lld sysmonwakes=%lld"
 			      " lends=%lld/%lld preempts=%lld",
 			      (long long)atomic_load(&sched.nsyscallwait),
 			      (long long)atomic_load(&sched.nkwaitkick),
 			      (long long)atomic_load(&sched.nnetpoll),
+			      (long long)atomic_load(&sched.nbusypoll),
 			      (long long)atomic_load(&sched.nsysmonwake),
 			      (long long)atomic_load(&sched.nsyscallretake),
 			      (long long)atomic_load(&sched.nhogretake),

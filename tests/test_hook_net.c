@@ -561,3 +561,110 @@ G_TEST(hook_net, waitall_part_keeps_the_reset, 20)
 	reset_after_part(true);
 	return 0;
 }
+
+/* ---- a busy P polls the netpoller (proc.c, busypoll) ---------------------- */
+
+/* Yielders keep both Ps busy (a P never goes idle, so its scheduler
+ * never blocks in the netpoller) while one G is parked in a pipe read.
+ * Once the byte is written, a P looks at the netpoller at its first 8th
+ * switch past pollgap (1 ms) after the last poll, and the reader, now on
+ * the global queue, runs at the next fair tick (every 61st switch of a
+ * P).  So the yields made later than 1 ms after the write and before the
+ * reader runs are at most ~2 x (8 + 61), counted, not timed.  Before,
+ * only sysmon polled while the Ps were busy, every 10 ms: tens of
+ * thousands of yields.  The median of 5 rounds is checked: a poller
+ * descheduled between its epoll_wait and queueing the reader (a loaded
+ * machine) delays one round. */
+enum { BP_YIELDERS = 4, BP_ROUNDS = 5 };
+static _Atomic int bp_stop, bp_reading, bp_done;
+static _Atomic int64_t bp_wrote; /* ns; 0: not yet this round */
+static _Atomic int64_t bp_late;  /* yields > 1 ms after the write */
+
+static int64_t bp_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void bp_yield_once(void)
+{
+	weft_yield();
+	int64_t w = atomic_load(&bp_wrote);
+	if (w && !atomic_load(&bp_done) && bp_now() > w + 1000000)
+		atomic_fetch_add(&bp_late, 1);
+}
+
+static void bp_yielder(void *arg)
+{
+	weft_wg_t *wg = arg;
+	while (!atomic_load(&bp_stop))
+		bp_yield_once();
+	weft_wg_done(wg);
+}
+
+struct bp_reader {
+	int fd;
+	int64_t late; /* bp_late when it ran */
+	weft_wg_t *wg;
+};
+
+static void bp_reader(void *arg)
+{
+	struct bp_reader *r = arg;
+	char b;
+	atomic_store(&bp_reading, 1);
+	CHECK(read(r->fd, &b, 1) == 1);
+	r->late = atomic_load(&bp_late);
+	atomic_store(&bp_done, 1);
+	weft_wg_done(r->wg);
+}
+
+static int cmp64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+G_TEST_ENV(hook_net, busy_ps_poll_the_netpoller, env_procs2, 60)
+{
+	(void)argc, (void)argv;
+	weft_wg_t ywg = WEFT_WG_INIT;
+	weft_wg_add(&ywg, BP_YIELDERS);
+	for (int i = 0; i < BP_YIELDERS; i++)
+		weft_go(bp_yielder, &ywg);
+	int64_t late[BP_ROUNDS];
+	for (int round = 0; round < BP_ROUNDS; round++) {
+		int p[2];
+		CHECK(pipe(p) == 0);
+		atomic_store(&bp_reading, 0);
+		atomic_store(&bp_done, 0);
+		atomic_store(&bp_wrote, 0);
+		atomic_store(&bp_late, 0);
+		weft_wg_t rwg = WEFT_WG_INIT;
+		weft_wg_add(&rwg, 1);
+		struct bp_reader r = { p[0], 0, &rwg };
+		weft_go(bp_reader, &r);
+		while (!atomic_load(&bp_reading))
+			weft_yield();
+		for (int i = 0; i < 1000; i++) /* let it reach its park */
+			weft_yield();
+		CHECK(write(p[1], "x", 1) == 1);
+		atomic_store(&bp_wrote, bp_now());
+		while (!atomic_load(&bp_done))
+			bp_yield_once();
+		weft_wg_wait(&rwg);
+		late[round] = r.late;
+		close(p[0]);
+		close(p[1]);
+	}
+	atomic_store(&bp_stop, 1);
+	weft_wg_wait(&ywg);
+	qsort(late, BP_ROUNDS, sizeof late[0], cmp64);
+	if (late[BP_ROUNDS / 2] > 400)
+		fprintf(stderr, "late yields per round: %lld %lld %lld %lld %lld\n",
+			(long long)late[0], (long long)late[1], (long long)late[2],
+			(long long)late[3], (long long)late[4]);
+	CHECK(late[BP_ROUNDS / 2] <= 400);
+	return 0;
+}
