@@ -308,13 +308,39 @@ static void on_usr2(int s)
 	(void)s;
 }
 
+static _Atomic int reader_tid;
+
 static void *blocked_reader(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
 	char c;
 	errno = 0;
+	atomic_store(&reader_tid, (int)syscall(SYS_gettid));
 	ssize_t r = read(fd, &c, 1);
 	return (void *)(intptr_t)(r == -1 ? -err() : r);
+}
+
+/* Until the reader thread is blocked in its read (the kernel's word for
+ * it: /proc/self/task/TID/syscall names read, 0): a signal sent before
+ * would find it short of the call, and the read would then wait for good
+ * (a hang seen at load 400 when this was a 30 ms sleep). */
+static void reader_in_read(void)
+{
+	int tid;
+	while ((tid = atomic_load(&reader_tid)) == 0)
+		usleep(1000);
+	char path[64], buf[64];
+	snprintf(path, sizeof path, "/proc/self/task/%d/syscall", tid);
+	for (;;) {
+		int fd = open(path, O_RDONLY);
+		CHECK(fd >= 0);
+		ssize_t n = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		if (n >= 2 && buf[0] == '0' && buf[1] == ' ')
+			break;
+		usleep(1000);
+	}
+	atomic_store(&reader_tid, 0);
 }
 
 static void thread_eintr(void)
@@ -325,7 +351,7 @@ static void thread_eintr(void)
 	CHECK(pipe(p) == 0);
 	pthread_t t;
 	pthread_create(&t, NULL, blocked_reader, (void *)(intptr_t)p[0]);
-	usleep(30000);
+	reader_in_read();
 	pthread_kill(t, SIGUSR2);
 	void *r;
 	pthread_join(t, &r);
@@ -333,9 +359,9 @@ static void thread_eintr(void)
 	sa.sa_flags = SA_RESTART; /* restarted: the read goes on */
 	sigaction(SIGUSR2, &sa, NULL);
 	pthread_create(&t, NULL, blocked_reader, (void *)(intptr_t)p[0]);
-	usleep(30000);
+	reader_in_read();
 	pthread_kill(t, SIGUSR2);
-	usleep(30000);
+	usleep(30000); /* the handler runs, the read goes on (if not yet: the same) */
 	CHECK(write(p[1], "k", 1) == 1);
 	pthread_join(t, &r);
 	CHECK((intptr_t)r == 1);
@@ -394,15 +420,16 @@ static void *thread_on_g_fd(void *arg)
 	CHECK(!real_nonblock(s->sv[0])); /* weft never sets O_NONBLOCK */
 	CHECK(!(fcntl(s->sv[0], F_GETFL) & O_NONBLOCK));
 	char buf[16];
-	int64_t t0 = now_ns();
-	CHECK(read(s->sv[0], buf, sizeof buf) == 6); /* blocks until the G writes */
-	CHECK(ms_since(t0) >= 40);
+	/* blocks until the G writes (what it reads is the G's write: a
+	 * time bound here failed at load 160, the thread starting late
+	 * into the G's 50 ms sleep) */
+	CHECK(read(s->sv[0], buf, sizeof buf) == 6 && !memcmp(buf, "from g", 6));
 	char *big = calloc(1, 8u << 20);
 	CHECK(write(s->sv[0], big, 8u << 20) == (ssize_t)(8u << 20)); /* whole */
 	free(big);
 	struct timeval tv = { 0, 50 * 1000 };
 	setsockopt(s->sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-	t0 = now_ns();
+	int64_t t0 = now_ns();
 	CHECK(read(s->sv[0], buf, 1) == -1 && err() == EAGAIN);
 	CHECK(ms_since(t0) >= 40);
 	return NULL;
