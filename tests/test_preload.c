@@ -356,6 +356,11 @@ SIGINTR(idle_block)
  * let through, on the G and its OS thread's kernel mask (signal.c
  * jump_out: the jump made with __mask_was_saved 0) */
 SIGINTR(jump_mask)
+/* a SIGPIPE handler that parks: other threads' writes to broken pipes
+ * meanwhile run their own handler, on 1 and 2 Ps (the kernel's handler
+ * is the shim's: signal.c kwrap, run_one; before, the M where the
+ * handler parked kept SIGPIPE blocked) */
+SIGINTR(pipe_handler_park)
 SIGINTR(storm)
 SIGINTR(cancel)
 /* one thread in sigwait beside 10,000 busy ones */
