@@ -317,7 +317,11 @@ static bool take_mine(int s, siginfo_t *si)
 	if (sys4(SYS_rt_sigtimedwait, &set, si, &zero, 8) != s)
 		return false;
 	long pid = sys3(SYS_getpid, 0, 0, 0);
-	if (si->si_code == SI_USER && si->si_pid == pid)
+	/* SI_TKILL from our pid: a tgkill to this very thread (raise while
+	 * the G blocks s, as sort's SIGPIPE handler: SIG_DFL, raise): this
+	 * thread's too.  rt_sigqueueinfo would not put it back anyway: the
+	 * kernel refuses SI_TKILL unless the caller's tid is the pid. */
+	if ((si->si_code == SI_USER || si->si_code == SI_TKILL) && si->si_pid == pid)
 		return true;
 	(void)sys3(SYS_rt_sigqueueinfo, pid, s, si);
 	return false;
@@ -791,6 +795,7 @@ static int kwrap_set(int s, const struct sigaction *act, struct sigaction *old)
 static int run_one(int s, const siginfo_t *sip, _Atomic uint64_t *hold, uint64_t mask);
 static void sigk_self(struct g *gp);
 static void m_mask(sigset_t *m);
+static int sig_run(void);
 
 static void kwrap(int s, siginfo_t *si, void *ucv)
 {
@@ -808,6 +813,10 @@ static void kwrap(int s, siginfo_t *si, void *ucv)
 				      memory_order_relaxed);
 		(void)run_one(s, si, &gp->sighold, atomic_load(&gp->sigmask));
 		sigk_self(gp); /* the G's own again on the M it runs on now */
+		/* what the handler sent itself while blocked (raise: pending
+		 * on the G now, sigk_self) is acted on as the kernel does at
+		 * rt_sigreturn, before the failed call returns */
+		sig_run();
 		m_mask(&uc->uc_sigmask); /* and rt_sigreturn leaves that M so */
 		return;
 	}

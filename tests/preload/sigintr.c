@@ -9,7 +9,8 @@
  * kill_tls, kill_waitpid, tgkill, masks, pipe_flips, pipe_mixed, pipe_nb,
  * pipe_allblock, xfsz, handler_mask, idle_block, jump_mask,
  * pipe_handler_park, storm, sigwait, sigwait_busy, cancel, handler_gone;
- * and gone_dfl_self, gone_dfl_out, which end killed by SIGUSR2.
+ * and gone_dfl_self, gone_dfl_out, which end killed by SIGUSR2;
+ * pipe_reraise, which ends killed by SIGPIPE.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -1643,6 +1644,60 @@ static void case_gone_dfl_out(void)
 	gone_dfl(false);
 }
 
+/* A SIGPIPE handler that puts SIG_DFL back and raises it again (as
+ * sort's and other coreutils' do): the raise stays pending while the
+ * handler blocks SIGPIPE and kills the process when it returns, before
+ * the write that failed does.  On a thread other than main (main waits
+ * in waitpid, which keeps its OS thread, so the writer runs on an OS
+ * thread whose tid is not the pid).  The child ends when we do: EOF on
+ * its pipe. */
+static int rr_pipe[2];
+
+static void rr_handler(int s)
+{
+	signal(s, SIG_DFL);
+	raise(s);
+}
+
+static void *rr_writer(void *arg)
+{
+	(void)arg;
+	int p[2];
+	if (pipe(p) != 0)
+		return NULL;
+	close(p[0]);
+	ssize_t n = write(p[1], "x", 1);
+	say("pipe_reraise: killed by the raise in the handler", n == 1 && 0);
+	close(rr_pipe[1]); /* the child ends: main goes on */
+	return NULL;
+}
+
+static void case_pipe_reraise(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = rr_handler;
+	sigemptyset(&sa.sa_mask);
+	sigaddset(&sa.sa_mask, SIGINT); /* sort's has more than SIGPIPE */
+	sigaction(SIGPIPE, &sa, NULL);
+	if (pipe(rr_pipe) != 0)
+		return;
+	pid_t c = fork();
+	if (c == 0) {
+		char b;
+		close(rr_pipe[1]);
+		while (read(rr_pipe[0], &b, 1) > 0)
+			;
+		_exit(0);
+	}
+	close(rr_pipe[0]);
+	say("pipe_reraise: SIGPIPE handler in", 1);
+	pthread_t t;
+	pthread_create(&t, NULL, rr_writer, NULL);
+	waitpid(c, NULL, 0);
+	pthread_join(t, NULL);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -1679,6 +1734,7 @@ static const struct {
 	{ "cancel", case_cancel },
 	{ "handler_gone", case_handler_gone },
 	{ "gone_dfl_self", case_gone_dfl_self },
+	{ "pipe_reraise", case_pipe_reraise },
 	{ "gone_dfl_out", case_gone_dfl_out },
 };
 
