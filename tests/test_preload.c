@@ -356,6 +356,11 @@ SIGINTR(idle_block)
  * let through, on the G and its OS thread's kernel mask (signal.c
  * jump_out: the jump made with __mask_was_saved 0) */
 SIGINTR(jump_mask)
+/* a SIGPIPE handler that parks: other threads' writes to broken pipes
+ * meanwhile run their own handler, on 1 and 2 Ps (the kernel's handler
+ * is the shim's: signal.c kwrap, run_one; before, the M where the
+ * handler parked kept SIGPIPE blocked) */
+SIGINTR(pipe_handler_park)
 SIGINTR(storm)
 SIGINTR(cancel)
 /* one thread in sigwait beside 10,000 busy ones */
@@ -369,16 +374,21 @@ SIGINTR(handler_gone)
 /* a handler, then SIG_DFL: SIGUSR2 from this process or another kills
  * it, as natively (the router, or the sender, acts as the kernel would:
  * signal.c unhandled) */
-static void killed_as_natively(const char *name)
+static void killed_by(const char *name, int sig)
 {
 	const char *a[] = { h_prog("sigintr"), name, NULL };
 	h_run(&N, a, NULL, NULL, 60);
-	cr_assert_eq(h_code(&N), 128 + SIGUSR2, "natively: %s%s", N.out, N.err);
+	cr_assert_eq(h_code(&N), 128 + sig, "natively: %s%s", N.out, N.err);
 	for (int procs = 1; procs <= 2; procs++) {
 		h_shim_run(&R, procs, a, NULL, NULL, 60);
-		cr_expect_eq(h_code(&R), 128 + SIGUSR2, "procs %d: %s%s", procs, R.out, R.err);
+		cr_expect_eq(h_code(&R), 128 + sig, "procs %d: %s%s", procs, R.out, R.err);
 		cr_expect_str_eq(R.out, N.out, "procs %d", procs);
 	}
+}
+
+static void killed_as_natively(const char *name)
+{
+	killed_by(name, SIGUSR2);
 }
 
 Test(signals, gone_dfl_self, .timeout = 180)
@@ -389,6 +399,16 @@ Test(signals, gone_dfl_self, .timeout = 180)
 Test(signals, gone_dfl_out, .timeout = 180)
 {
 	killed_as_natively("gone_dfl_out");
+}
+
+/* a SIGPIPE handler that puts SIG_DFL back and raises it (sort's): dies
+ * of SIGPIPE, 141, as natively, not the write's EPIPE.  Before, the
+ * raise (a tgkill, pending on the writer's OS thread while the handler
+ * blocked SIGPIPE) was taken as another's when the handler returned and
+ * lost (signal.c take_mine: SI_TKILL; kwrap: sig_run) */
+Test(signals, pipe_reraise, .timeout = 180)
+{
+	killed_by("pipe_reraise", SIGPIPE);
 }
 
 /* the handler run on a G reads that G's __thread (thread-local storage

@@ -317,7 +317,11 @@ static bool take_mine(int s, siginfo_t *si)
 	if (sys4(SYS_rt_sigtimedwait, &set, si, &zero, 8) != s)
 		return false;
 	long pid = sys3(SYS_getpid, 0, 0, 0);
-	if (si->si_code == SI_USER && si->si_pid == pid)
+	/* SI_TKILL from our pid: a tgkill to this very thread (raise while
+	 * the G blocks s, as sort's SIGPIPE handler: SIG_DFL, raise): this
+	 * thread's too.  rt_sigqueueinfo would not put it back anyway: the
+	 * kernel refuses SI_TKILL unless the caller's tid is the pid. */
+	if ((si->si_code == SI_USER || si->si_code == SI_TKILL) && si->si_pid == pid)
 		return true;
 	(void)sys3(SYS_rt_sigqueueinfo, pid, s, si);
 	return false;
@@ -711,6 +715,125 @@ static bool handled(const struct sigaction *sa)
 
 DEFREAL(sigaction);
 
+/* ---- SIGPIPE / SIGXFSZ handlers: the kernel runs them on the M ------------------------------ */
+
+/* The kernel runs a handler for SIGPIPE / SIGXFSZ on the thread whose
+ * write failed, at once: on the M, on the G's stack, the signal (and
+ * sa_mask) blocked in the M's kernel mask while it runs.  If it parked,
+ * m->sigk did not say so, and the Gs run next on that M had the signal
+ * blocked; its return (rt_sigreturn) put back the mask of the M it came
+ * on, maybe on another.  So the program's handler for these two is kept
+ * here (kact) and the kernel's is kwrap: on a program G running its own
+ * code it makes m->sigk say what the kernel blocked, runs the handler
+ * as routed signals run (run_one: g->sighold, followed by the M's kernel
+ * mask wherever the G goes), and returns to the mask of the M it is on
+ * then.  sigaction and the like show and keep the program's (kwrap_set),
+ * as before; prog_action reads it. */
+static struct lock klock;         /* kact's writers */
+static struct sigaction kact[2];  /* the program's handler: SIGPIPE, SIGXFSZ */
+
+static int kidx(int s)
+{
+	return s == SIGPIPE ? 0 : s == SIGXFSZ ? 1 : -1;
+}
+
+static void kwrap(int s, siginfo_t *si, void *ucv);
+
+static bool is_kwrap(const struct sigaction *sa)
+{
+	return (sa->sa_flags & SA_SIGINFO) && sa->sa_sigaction == kwrap;
+}
+
+/* s's disposition as the program set it. */
+static int prog_action(int s, struct sigaction *sa)
+{
+	int r = REAL(sigaction)(s, NULL, sa);
+	if (r == 0 && kidx(s) >= 0 && is_kwrap(sa))
+		*sa = kact[kidx(s)]; /* no lock: written before kwrap is put in */
+	return r;
+}
+
+/* klock held: if s (SIGPIPE / SIGXFSZ) has a handler of the program's in
+ * the kernel, kwrap in its place (its flags and mask; SA_RESETHAND is
+ * run_one's). */
+static void kwrap_put_locked(int s)
+{
+	struct sigaction cur;
+	if (!active || REAL(sigaction)(s, NULL, &cur) != 0 || !handled(&cur) || is_kwrap(&cur))
+		return;
+	kact[kidx(s)] = cur;
+	struct sigaction w = cur;
+	w.sa_sigaction = kwrap;
+	w.sa_flags = (cur.sa_flags & ~SA_RESETHAND) | SA_SIGINFO;
+	(void)REAL(sigaction)(s, &w, NULL);
+}
+
+static void kwrap_put(int s)
+{
+	lock(&klock);
+	kwrap_put_locked(s);
+	unlock(&klock);
+}
+
+/* sigaction of SIGPIPE / SIGXFSZ: the program's old one, and kwrap for a
+ * handler. */
+static int kwrap_set(int s, const struct sigaction *act, struct sigaction *old)
+{
+	lock(&klock);
+	struct sigaction prev;
+	int r = prog_action(s, &prev);
+	if (r == 0)
+		r = REAL(sigaction)(s, act, NULL);
+	if (r == 0)
+		kwrap_put_locked(s);
+	unlock(&klock);
+	if (r == 0 && old)
+		*old = prev;
+	return r;
+}
+
+static int run_one(int s, const siginfo_t *sip, _Atomic uint64_t *hold, uint64_t mask);
+static void sigk_self(struct g *gp);
+static void m_mask(sigset_t *m);
+static int sig_run(void);
+
+static void kwrap(int s, siginfo_t *si, void *ucv)
+{
+	ucontext_t *uc = ucv;
+	struct m *m = getm();
+	struct g *gp = m ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
+	struct sigaction sa = kact[kidx(s)];
+	if (active && gp && gp->sigon && gp->rtdepth == 0 &&
+	    atomic_load_explicit(&gp->status, memory_order_relaxed) == G_RUNNING) {
+		/* what the kernel blocked for it: in m->sigk too (this M's:
+		 * nothing else writes it while its handler runs) */
+		uint64_t add = (tobits(&sa.sa_mask) | ((sa.sa_flags & SA_NODEFER) ? 0 : sigbit(s))) &
+			       kbits();
+		atomic_store_explicit(&m->sigk, atomic_load_explicit(&m->sigk, memory_order_relaxed) | add,
+				      memory_order_relaxed);
+		(void)run_one(s, si, &gp->sighold, atomic_load(&gp->sigmask));
+		sigk_self(gp); /* the G's own again on the M it runs on now */
+		/* what the handler sent itself while blocked (raise: pending
+		 * on the G now, sigk_self) is acted on as the kernel does at
+		 * rt_sigreturn, before the failed call returns */
+		sig_run();
+		m_mask(&uc->uc_sigmask); /* and rt_sigreturn leaves that M so */
+		return;
+	}
+	/* elsewhere (an M running no G, the signal thread, a G in a call
+	 * under entersyscall or in weft's own code): as the kernel runs it */
+	if (sa.sa_flags & SA_RESETHAND) {
+		struct sigaction dfl;
+		memset(&dfl, 0, sizeof dfl);
+		dfl.sa_handler = SIG_DFL;
+		(void)REAL(sigaction)(s, &dfl, NULL);
+	}
+	if (sa.sa_flags & SA_SIGINFO)
+		sa.sa_sigaction(s, si, ucv);
+	else if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN)
+		sa.sa_handler(s);
+}
+
 /* H from the dispositions as they are now. */
 static uint64_t h_scan(void)
 {
@@ -769,6 +892,8 @@ void sig_start(void)
 	hook_sigerr = sig_err;
 	cancel_start();
 	active = true;
+	kwrap_put(SIGPIPE); /* handlers put in before the runtime started */
+	kwrap_put(SIGXFSZ);
 	/* from the next switch on, the Gs' SIGPIPE / SIGXFSZ (main's: it is
 	 * not running yet) */
 	atomic_store(&rt_sigkbits, kbits());
@@ -1232,7 +1357,7 @@ static int run_one(int s, const siginfo_t *sip, _Atomic uint64_t *hold, uint64_t
 {
 	siginfo_t si = *sip;
 	struct sigaction sa;
-	if (REAL(sigaction)(s, NULL, &sa) != 0)
+	if (prog_action(s, &sa) != 0)
 		return -1;
 	if (!handled(&sa)) {
 		if (sa.sa_handler == SIG_DFL)
@@ -1399,7 +1524,7 @@ int sig_send_g(struct g *gp, int s, int code, const union sigval *v)
 	if (s == 0 || !gp)
 		return 0;
 	struct sigaction sa;
-	if (REAL(sigaction)(s, NULL, &sa) != 0)
+	if (prog_action(s, &sa) != 0)
 		return EINVAL;
 	/* an ignored signal is discarded - unless the G blocks it: Linux
 	 * never discards a blocked signal (sig_ignored: its disposition may
@@ -1632,6 +1757,8 @@ static void sig_settle(int s, bool on)
 
 HOOK int sigaction(int s, const struct sigaction *act, struct sigaction *old)
 {
+	if (kidx(s) >= 0 && active) /* (before the runtime starts: nothing wrapped) */
+		return act ? kwrap_set(s, act, old) : old ? prog_action(s, old) : 0;
 	if (!act) /* a question: the kernel's answer as it is */
 		return REAL(sigaction)(s, NULL, old);
 	bool on = handled(act);
@@ -1658,14 +1785,30 @@ static bool handler_fn(sighandler_fn h)
 	return h != SIG_DFL && h != SIG_IGN && h != SIG_ERR;
 }
 
-#define DISPOSITION(fn, s, h)                          \
-	({                                             \
-		bool on_ = handler_fn(h);              \
-		sig_settle((s), on_);                  \
-		sighandler_fn r_ = REAL(fn)((s), (h)); \
-		if (r_ != SIG_ERR)                     \
-			h_changed((s), on_);           \
-		r_;                                    \
+/* The old handler these return for SIGPIPE / SIGXFSZ: the program's. */
+static sighandler_fn k_old(int s, sighandler_fn r, const struct sigaction *prev)
+{
+	if (kidx(s) < 0 || r == SIG_ERR || r != (sighandler_fn)(void (*)(void))kwrap)
+		return r;
+	return (prev->sa_flags & SA_SIGINFO) ? (sighandler_fn)(void (*)(void))prev->sa_sigaction
+					     : prev->sa_handler;
+}
+
+#define DISPOSITION(fn, s, h)                                      \
+	({                                                         \
+		bool on_ = handler_fn(h);                          \
+		sig_settle((s), on_);                              \
+		bool k_ = kidx(s) >= 0 && active;                  \
+		struct sigaction p_;                               \
+		memset(&p_, 0, sizeof p_);                         \
+		if (k_)                                            \
+			(void)prog_action((s), &p_);               \
+		sighandler_fn r_ = REAL(fn)((s), (h));             \
+		if (r_ != SIG_ERR)                                 \
+			h_changed((s), on_);                       \
+		if (k_ && r_ != SIG_ERR)                           \
+			kwrap_put(s);                              \
+		k_ ? k_old((s), r_, &p_) : r_;                     \
 	})
 
 HOOK sighandler_fn signal(int s, sighandler_fn h)

@@ -7,9 +7,10 @@
  * exits 0 if all held.  Cases: read, accept, poll, sleep, nanosleep,
  * sem, compute, spin, spin_libc, alarm_spin, longjmp, restart, kill_accept,
  * kill_tls, kill_waitpid, tgkill, masks, pipe_flips, pipe_mixed, pipe_nb,
- * pipe_allblock, xfsz, handler_mask, idle_block, jump_mask, storm, sigwait, sigwait_busy, cancel,
- * handler_gone; and gone_dfl_self, gone_dfl_out, which end killed by
- * SIGUSR2.
+ * pipe_allblock, xfsz, handler_mask, idle_block, jump_mask,
+ * pipe_handler_park, storm, sigwait, sigwait_busy, cancel, handler_gone;
+ * and gone_dfl_self, gone_dfl_out, which end killed by SIGUSR2;
+ * pipe_reraise, which ends killed by SIGPIPE.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -1213,6 +1214,84 @@ static void case_jump_mask(void)
 	    thread_killed_by(jm_killed) == SIGPIPE);
 }
 
+/* ---- a SIGPIPE handler that parks ---------------------------------------------------------- */
+
+static __thread int hp_ran;    /* the handler ran on this thread */
+static __thread int hp_parker; /* and parks there */
+static atomic_int hp_parking, hp_bad;
+
+static void on_pipe_park(int s)
+{
+	(void)s;
+	int e = errno;
+	hp_ran++;
+	if (hp_parker) {
+		atomic_fetch_add(&hp_parking, 1);
+		for (int i = 0; i < 20; i++)
+			usleep(1000);
+		atomic_fetch_sub(&hp_parking, 1);
+		/* still blocked in here (no SA_NODEFER) */
+		hp_bad += !pipe_blocked();
+	}
+	errno = e;
+}
+
+/* Writes to a broken pipe, its handler (which parks) runs, 5 times. */
+static void *hp_parker_fn(void *arg)
+{
+	(void)arg;
+	hp_parker = 1;
+	long bad = 0;
+	for (int i = 0; i < 5; i++) {
+		bad += !epipe();
+		bad += hp_ran != i + 1;
+		bad += pipe_blocked();
+	}
+	return (void *)bad;
+}
+
+/* Writes to broken pipes while the other's handler parks: its own
+ * handler runs on it each time (before, under weft, on the OS thread
+ * where the parked handler had left SIGPIPE blocked it did not: EPIPE
+ * alone). */
+static void *hp_writer(void *arg)
+{
+	(void)arg;
+	long bad = 0;
+	for (int i = 0; i < 40; i++) {
+		bad += !epipe();
+		bad += hp_ran != i + 1;
+		bad += pipe_blocked();
+		usleep(200);
+	}
+	return (void *)bad;
+}
+
+static void case_pipe_handler_park(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_pipe_park;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGPIPE, &sa, NULL);
+	pthread_t t[4];
+	pthread_create(&t[0], NULL, hp_parker_fn, NULL);
+	for (int i = 1; i < 4; i++)
+		pthread_create(&t[i], NULL, hp_writer, NULL);
+	long bad = 0;
+	for (int i = 0; i < 4; i++) {
+		void *r;
+		pthread_join(t[i], &r);
+		bad += (long)r;
+	}
+	say("pipe_handler_park: a SIGPIPE handler parks; every write's handler runs on its writer",
+	    bad == 0 && hp_bad == 0);
+	struct sigaction q;
+	sigaction(SIGPIPE, NULL, &q);
+	say("pipe_handler_park: sigaction says the program's handler",
+	    q.sa_handler == on_pipe_park && !(q.sa_flags & SA_SIGINFO));
+}
+
 /* ---- 1,000 readers, SIGALRM every millisecond -------------------------------------------- */
 
 #define NR 1000
@@ -1565,6 +1644,60 @@ static void case_gone_dfl_out(void)
 	gone_dfl(false);
 }
 
+/* A SIGPIPE handler that puts SIG_DFL back and raises it again (as
+ * sort's and other coreutils' do): the raise stays pending while the
+ * handler blocks SIGPIPE and kills the process when it returns, before
+ * the write that failed does.  On a thread other than main (main waits
+ * in waitpid, which keeps its OS thread, so the writer runs on an OS
+ * thread whose tid is not the pid).  The child ends when we do: EOF on
+ * its pipe. */
+static int rr_pipe[2];
+
+static void rr_handler(int s)
+{
+	signal(s, SIG_DFL);
+	raise(s);
+}
+
+static void *rr_writer(void *arg)
+{
+	(void)arg;
+	int p[2];
+	if (pipe(p) != 0)
+		return NULL;
+	close(p[0]);
+	ssize_t n = write(p[1], "x", 1);
+	say("pipe_reraise: killed by the raise in the handler", n == 1 && 0);
+	close(rr_pipe[1]); /* the child ends: main goes on */
+	return NULL;
+}
+
+static void case_pipe_reraise(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = rr_handler;
+	sigemptyset(&sa.sa_mask);
+	sigaddset(&sa.sa_mask, SIGINT); /* sort's has more than SIGPIPE */
+	sigaction(SIGPIPE, &sa, NULL);
+	if (pipe(rr_pipe) != 0)
+		return;
+	pid_t c = fork();
+	if (c == 0) {
+		char b;
+		close(rr_pipe[1]);
+		while (read(rr_pipe[0], &b, 1) > 0)
+			;
+		_exit(0);
+	}
+	close(rr_pipe[0]);
+	say("pipe_reraise: SIGPIPE handler in", 1);
+	pthread_t t;
+	pthread_create(&t, NULL, rr_writer, NULL);
+	waitpid(c, NULL, 0);
+	pthread_join(t, NULL);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -1594,12 +1727,14 @@ static const struct {
 	{ "handler_mask", case_handler_mask },
 	{ "idle_block", case_idle_block },
 	{ "jump_mask", case_jump_mask },
+	{ "pipe_handler_park", case_pipe_handler_park },
 	{ "storm", case_storm },
 	{ "sigwait", case_sigwait },
 	{ "sigwait_busy", case_sigwait_busy },
 	{ "cancel", case_cancel },
 	{ "handler_gone", case_handler_gone },
 	{ "gone_dfl_self", case_gone_dfl_self },
+	{ "pipe_reraise", case_pipe_reraise },
 	{ "gone_dfl_out", case_gone_dfl_out },
 };
 
