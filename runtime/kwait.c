@@ -260,13 +260,12 @@ void kwait_wakeone(void)
 
 bool kwait_kickg(struct g *gp)
 {
-	for (struct m *m = atomic_load(&allm); m; m = m->alllink)
-		if (atomic_load_explicit(&m->curg, memory_order_relaxed) == gp) {
-			if (kwait_kick(m))
-				return true;
-			/* KW_KICK, KW_SENT, KW_STOP: its wait ends anyway, and
-			 * the G parks once (kwait_end), seeing the request */
-			return atomic_load(&m->kwait) != KW_NONE;
-		}
-	return false;
+	struct m *m = g_curm(gp);
+	if (!m)
+		return false;
+	if (kwait_kick(m))
+		return true;
+	/* KW_KICK, KW_SENT, KW_STOP: its wait ends anyway, and the G parks
+	 * once (kwait_end), seeing the request */
+	return atomic_load(&m->kwait) != KW_NONE;
 }

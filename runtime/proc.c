@@ -42,6 +42,14 @@
 struct sched sched;
 struct p *allp[MAXALLP];
 struct m *_Atomic allm;
+
+struct m *g_curm(struct g *gp)
+{
+	for (struct m *m = atomic_load(&allm); m; m = m->alllink)
+		if (atomic_load_explicit(&m->curg, memory_order_relaxed) == gp)
+			return m;
+	return NULL;
+}
 __thread struct m *tls_m __attribute__((tls_model("initial-exec")));
 _Atomic int64_t coarsenow;
 _Atomic int32_t nallp; /* Ps allocated (>= gomaxprocs); see runtime.h */

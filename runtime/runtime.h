@@ -504,6 +504,10 @@ extern struct sched sched;
 extern struct p *allp[MAXALLP];
 extern _Atomic int32_t nallp;
 extern struct m *_Atomic allm;
+/* The M running gp now, or NULL (any thread; relaxed: the answer may be
+ * stale by the time it is used - Ms are never freed, so it is safe to
+ * read, and every caller acts harmlessly on an M that moved on). */
+struct m *g_curm(struct g *gp);
 
 /* The M running on this OS thread; NULL for plain threads. Initial-exec
  * TLS: always read through %fs, so it stays right after a G migrates. */

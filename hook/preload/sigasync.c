@@ -318,19 +318,22 @@ void async_check(ucontext_t *uc)
 static _Atomic int64_t rescan_at; /* when the router looks again; 0: no need */
 static _Atomic int64_t rescan_gap; /* its back-off: 0 after a new kick */
 
+/* Stop gp if it runs (on_weft on its M). */
+static void g_tell(struct g *gp)
+{
+	struct m *m = g_curm(gp);
+	int tid = m ? atomic_load(&m->tid) : 0;
+	if (tid)
+		sig_tell(tid);
+}
+
 /* gp does not take its signal at once: stop it if it runs (on_weft on
  * its M), and have the router look again later. */
 void async_kick(struct g *gp)
 {
 	if (!async_on)
 		return;
-	for (struct m *m = atomic_load(&allm); m; m = m->alllink)
-		if (atomic_load_explicit(&m->curg, memory_order_relaxed) == gp) {
-			int tid = atomic_load(&m->tid);
-			if (tid)
-				sig_tell(tid);
-			break;
-		}
+	g_tell(gp);
 	atomic_store(&rescan_gap, 0);
 	int64_t t = nanotime() + RESCAN_FIRST, cur = atomic_load(&rescan_at);
 	while (cur == 0 || cur > t)
@@ -354,13 +357,7 @@ static void rescan_one(struct g *gp, void *arg)
 	uint32_t st = atomic_load_explicit(&gp->status, memory_order_relaxed);
 	if (st != G_RUNNING && st != G_SYSCALL)
 		return; /* parked: g_interrupt's request waits for its next wait */
-	for (struct m *m = atomic_load(&allm); m; m = m->alllink)
-		if (atomic_load_explicit(&m->curg, memory_order_relaxed) == gp) {
-			int tid = atomic_load(&m->tid);
-			if (tid)
-				sig_tell(tid);
-			break;
-		}
+	g_tell(gp);
 }
 
 /* The router: kick again the Gs that still have a signal to run; the

@@ -1442,12 +1442,9 @@ static bool g_oncpu(struct g *gp)
 {
 	if (atomic_load_explicit(&gp->status, memory_order_relaxed) != G_RUNNING)
 		return false;
-	for (struct m *m = atomic_load(&allm); m; m = m->alllink)
-		if (atomic_load_explicit(&m->curg, memory_order_relaxed) == gp) {
-			int tid = atomic_load(&m->tid);
-			return tid > 0 && rt_threadstate(tid) == 'R';
-		}
-	return false;
+	struct m *m = g_curm(gp);
+	int tid = m ? atomic_load(&m->tid) : 0;
+	return tid > 0 && rt_threadstate(tid) == 'R';
 }
 
 /* May the router run s, stalled on gp, itself?  Not when a wait of gp
