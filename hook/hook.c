@@ -67,14 +67,14 @@ __attribute__((constructor)) static void hook_resolve_register(void)
 /* The preload shim's: errno before the call, which runs with errno 0
  * so that blk_exit sees what the call itself set (an EPIPE left by an
  * older call must not cost a look at this thread's pending signals on
- * every blocking call after it).  The G stays on this OS thread from
- * blk_enter to blk_exit. */
-static __thread int blk_errno;
-
+ * every blocking call after it).  Kept in the G (g->blkerrno), not the
+ * OS thread: a SIGPIPE/SIGXFSZ handler that parks inside the call moves
+ * the G on to another M (signal.c, kwrap). */
 static inline void blk_save(void)
 {
-	if (hook_sigerr) {
-		blk_errno = errno_get();
+	struct g *gp;
+	if (hook_sigerr && (gp = getg()) != NULL) {
+		gp->blkerrno = errno_get();
 		errno_set(0);
 	}
 }
@@ -95,8 +95,9 @@ void blk_exit(void)
 {
 	int e = errno_get();
 	if (hook_sigerr) {
-		if (e == 0) /* the call set none: the caller's errno as it was */
-			errno_set(e = blk_errno);
+		struct g *gp = getg();
+		if (e == 0 && gp) /* the call set none: the caller's errno as it was */
+			errno_set(e = gp->blkerrno);
 		else if (sigerr_e(e))
 			/* a write that failed here (a file past RLIMIT_FSIZE,
 			 * a pipe with no reader) left its SIGXFSZ / SIGPIPE

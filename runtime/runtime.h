@@ -228,6 +228,9 @@ struct g {
 	void *tlsprep;            /* a scratch block glibc filled for it on its
 	                           * maker, which held the loader's TLS lock
 	                           * (tls_gprep), taken by tls_gbegin; or NULL */
+	int blkerrno;             /* errno before its blocking call, blk_enter to
+	                           * blk_exit (hook.c; a signal handler that parks
+	                           * in the call may move it to another M) */
 };
 
 /* ---- signals blocked per G in the kernel (the preload shim's) ------------ */

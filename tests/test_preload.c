@@ -361,6 +361,10 @@ SIGINTR(jump_mask)
  * is the shim's: signal.c kwrap, run_one; before, the M where the
  * handler parked kept SIGPIPE blocked) */
 SIGINTR(pipe_handler_park)
+/* the same for SIGXFSZ: a file's write runs under entersyscall, so the
+ * handler comes while the G is in the call (kwrap: exitsyscall first,
+ * entersyscall after; was the gap left in session 10) */
+SIGINTR(xfsz_handler_park)
 SIGINTR(storm)
 SIGINTR(cancel)
 /* one thread in sigwait beside 10,000 busy ones */

@@ -797,12 +797,32 @@ static void sigk_self(struct g *gp);
 static void m_mask(sigset_t *m);
 static int sig_run(void);
 
+/* m's G is inside a call under entersyscall (a file's write: its EFBIG's
+ * SIGXFSZ comes here), between entersyscall's last store and
+ * exitsyscall's first (program order on this thread: status, then
+ * insyscall on the way in; the reverse on the way out), and not in a
+ * kernel wait (entersyscallwait's bookkeeping is the M's). */
+static bool in_call(struct m *m, struct g *gp)
+{
+	return atomic_load_explicit(&gp->status, memory_order_relaxed) == G_SYSCALL && m->p &&
+	       atomic_load_explicit(&m->p->insyscall, memory_order_relaxed) == 1 &&
+	       atomic_load_explicit(&m->kwait, memory_order_relaxed) == KW_NONE;
+}
+
 static void kwrap(int s, siginfo_t *si, void *ucv)
 {
 	ucontext_t *uc = ucv;
 	struct m *m = getm();
 	struct g *gp = m ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
 	struct sigaction sa = kact[kidx(s)];
+	bool call = active && gp && gp->sigon && gp->rtdepth == 0 && in_call(m, gp);
+	if (call) {
+		/* the handler is the G's code: it may park, so the G leaves
+		 * the call first (its P back, as on the call's return), and
+		 * goes back into it below, on whichever M it is on then */
+		exitsyscall();
+		m = getm();
+	}
 	if (active && gp && gp->sigon && gp->rtdepth == 0 &&
 	    atomic_load_explicit(&gp->status, memory_order_relaxed) == G_RUNNING) {
 		/* what the kernel blocked for it: in m->sigk too (this M's:
@@ -818,10 +838,12 @@ static void kwrap(int s, siginfo_t *si, void *ucv)
 		 * rt_sigreturn, before the failed call returns */
 		sig_run();
 		m_mask(&uc->uc_sigmask); /* and rt_sigreturn leaves that M so */
+		if (call)
+			entersyscall();
 		return;
 	}
-	/* elsewhere (an M running no G, the signal thread, a G in a call
-	 * under entersyscall or in weft's own code): as the kernel runs it */
+	/* elsewhere (an M running no G, the signal thread, a G in a kernel
+	 * wait or in weft's own code): as the kernel runs it */
 	if (sa.sa_flags & SA_RESETHAND) {
 		struct sigaction dfl;
 		memset(&dfl, 0, sizeof dfl);

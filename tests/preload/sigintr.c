@@ -1292,6 +1292,102 @@ static void case_pipe_handler_park(void)
 	    q.sa_handler == on_pipe_park && !(q.sa_flags & SA_SIGINFO));
 }
 
+/* ---- a SIGXFSZ handler that parks (the write is a file's: under entersyscall) ------------- */
+
+static __thread int hx_ran;    /* the handler ran on this thread */
+static __thread int hx_parker; /* and parks there */
+static atomic_int hx_bad;
+
+static bool xfsz_blocked(void)
+{
+	sigset_t cur;
+	pthread_sigmask(SIG_SETMASK, NULL, &cur);
+	return sigismember(&cur, SIGXFSZ);
+}
+
+static void on_xfsz_park(int s)
+{
+	(void)s;
+	int e = errno;
+	hx_ran++;
+	if (hx_parker) {
+		for (int i = 0; i < 20; i++)
+			usleep(1000);
+		/* still blocked in here (no SA_NODEFER) */
+		hx_bad += !xfsz_blocked();
+	}
+	errno = e;
+}
+
+/* Writes past the limit, its handler (which parks) runs, 5 times. */
+static void *hx_parker_fn(void *arg)
+{
+	(void)arg;
+	hx_parker = 1;
+	long bad = 0;
+	for (int i = 0; i < 5; i++) {
+		bad += !past_limit();
+		bad += hx_ran != i + 1;
+		bad += xfsz_blocked();
+	}
+	return (void *)bad;
+}
+
+/* Writes past the limit while the other's handler parks: its own handler
+ * runs on it each time. */
+static void *hx_writer(void *arg)
+{
+	(void)arg;
+	long bad = 0;
+	for (int i = 0; i < 40; i++) {
+		bad += !past_limit();
+		bad += hx_ran != i + 1;
+		bad += xfsz_blocked();
+		usleep(200);
+	}
+	return (void *)bad;
+}
+
+/* pipe_handler_park for SIGXFSZ: a file's write runs under entersyscall,
+ * so the signal comes while the G is in a system call, not running */
+static void case_xfsz_handler_park(void)
+{
+	char path[] = "/tmp/sigintr-xfszp-XXXXXX";
+	xfsz_fd = mkstemp(path);
+	if (xfsz_fd < 0) {
+		say("xfsz_handler_park: a file", false);
+		return;
+	}
+	unlink(path);
+	struct rlimit was, lim;
+	getrlimit(RLIMIT_FSIZE, &was);
+	lim = was;
+	lim.rlim_cur = XFSZ_LIMIT;
+	if (setrlimit(RLIMIT_FSIZE, &lim) != 0) {
+		say("xfsz_handler_park: RLIMIT_FSIZE", false);
+		return;
+	}
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_xfsz_park;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGXFSZ, &sa, NULL);
+	pthread_t t[4];
+	pthread_create(&t[0], NULL, hx_parker_fn, NULL);
+	for (int i = 1; i < 4; i++)
+		pthread_create(&t[i], NULL, hx_writer, NULL);
+	long bad = 0;
+	for (int i = 0; i < 4; i++) {
+		void *r;
+		pthread_join(t[i], &r);
+		bad += (long)r;
+	}
+	say("xfsz_handler_park: a SIGXFSZ handler parks; every write's handler runs on its writer",
+	    bad == 0 && hx_bad == 0);
+	setrlimit(RLIMIT_FSIZE, &was);
+	close(xfsz_fd);
+}
+
 /* ---- 1,000 readers, SIGALRM every millisecond -------------------------------------------- */
 
 #define NR 1000
@@ -1728,6 +1824,7 @@ static const struct {
 	{ "idle_block", case_idle_block },
 	{ "jump_mask", case_jump_mask },
 	{ "pipe_handler_park", case_pipe_handler_park },
+	{ "xfsz_handler_park", case_xfsz_handler_park },
 	{ "storm", case_storm },
 	{ "sigwait", case_sigwait },
 	{ "sigwait_busy", case_sigwait_busy },
