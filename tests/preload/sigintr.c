@@ -881,31 +881,48 @@ static void *xfsz_killed(void *arg)
 /* RLIMIT_FSIZE: threads that block SIGXFSZ write past it (EFBIG, pending
  * on them, taken by sigtimedwait) beside two that compute and main, which
  * let it through; a thread that lets it through dies of it. */
-static void case_xfsz(void)
+static struct rlimit xfsz_was;
+
+/* xfsz_fd, an unlinked file, and RLIMIT_FSIZE lowered to XFSZ_LIMIT
+ * (xfsz_end puts it back); false, said as the case's failure, if not. */
+static bool xfsz_begin(const char *name)
 {
 	char path[] = "/tmp/sigintr-xfsz-XXXXXX";
 	xfsz_fd = mkstemp(path);
 	if (xfsz_fd < 0) {
-		say("xfsz: a file", false);
-		return;
+		say(name, false);
+		return false;
 	}
 	unlink(path);
-	struct rlimit was, lim;
-	getrlimit(RLIMIT_FSIZE, &was);
-	lim = was;
+	struct rlimit lim;
+	getrlimit(RLIMIT_FSIZE, &xfsz_was);
+	lim = xfsz_was;
 	lim.rlim_cur = XFSZ_LIMIT;
 	if (setrlimit(RLIMIT_FSIZE, &lim) != 0) {
-		say("xfsz: RLIMIT_FSIZE", false);
-		return;
+		say(name, false);
+		close(xfsz_fd);
+		return false;
 	}
+	return true;
+}
+
+static void xfsz_end(void)
+{
+	setrlimit(RLIMIT_FSIZE, &xfsz_was);
+	close(xfsz_fd);
+}
+
+static void case_xfsz(void)
+{
+	if (!xfsz_begin("xfsz: a file and RLIMIT_FSIZE"))
+		return;
 	long bad = writers_beside_spinners(3, xfsz_writer, NULL);
 	say("xfsz: EFBIG past RLIMIT_FSIZE, SIGXFSZ pending on the writer, sigtimedwait takes it",
 	    bad == 0);
 	fflush(stdout);
 	say("xfsz: a thread that lets it through dies of it",
 	    thread_killed_by(xfsz_killed) == SIGXFSZ);
-	setrlimit(RLIMIT_FSIZE, &was);
-	close(xfsz_fd);
+	xfsz_end();
 }
 
 /* ---- a handler's sa_mask blocks SIGPIPE while it runs --------------------------------------- */
@@ -1214,66 +1231,75 @@ static void case_jump_mask(void)
 	    thread_killed_by(jm_killed) == SIGPIPE);
 }
 
-/* ---- a SIGPIPE handler that parks ---------------------------------------------------------- */
+/* ---- a SIGPIPE / SIGXFSZ handler that parks ------------------------------------------------ */
 
+static int hp_sig;             /* SIGPIPE or SIGXFSZ */
+static bool (*hp_fail)(void);  /* the write that sends it: epipe, past_limit */
 static __thread int hp_ran;    /* the handler ran on this thread */
 static __thread int hp_parker; /* and parks there */
-static atomic_int hp_parking, hp_bad;
+static atomic_int hp_bad;
 
-static void on_pipe_park(int s)
+static bool sig_blocked(int s)
 {
-	(void)s;
+	sigset_t cur;
+	pthread_sigmask(SIG_SETMASK, NULL, &cur);
+	return sigismember(&cur, s);
+}
+
+static void on_sig_park(int s)
+{
 	int e = errno;
 	hp_ran++;
 	if (hp_parker) {
-		atomic_fetch_add(&hp_parking, 1);
 		for (int i = 0; i < 20; i++)
 			usleep(1000);
-		atomic_fetch_sub(&hp_parking, 1);
 		/* still blocked in here (no SA_NODEFER) */
-		hp_bad += !pipe_blocked();
+		hp_bad += !sig_blocked(s);
 	}
 	errno = e;
 }
 
-/* Writes to a broken pipe, its handler (which parks) runs, 5 times. */
+/* Fails the write, its handler (which parks) runs, 5 times. */
 static void *hp_parker_fn(void *arg)
 {
 	(void)arg;
 	hp_parker = 1;
 	long bad = 0;
 	for (int i = 0; i < 5; i++) {
-		bad += !epipe();
+		bad += !hp_fail();
 		bad += hp_ran != i + 1;
-		bad += pipe_blocked();
+		bad += sig_blocked(hp_sig);
 	}
 	return (void *)bad;
 }
 
-/* Writes to broken pipes while the other's handler parks: its own
- * handler runs on it each time (before, under weft, on the OS thread
- * where the parked handler had left SIGPIPE blocked it did not: EPIPE
- * alone). */
+/* Fails the write while the other's handler parks: its own handler runs
+ * on it each time (before, under weft, on the OS thread where the parked
+ * handler had left the signal blocked it did not: the error alone). */
 static void *hp_writer(void *arg)
 {
 	(void)arg;
 	long bad = 0;
 	for (int i = 0; i < 40; i++) {
-		bad += !epipe();
+		bad += !hp_fail();
 		bad += hp_ran != i + 1;
-		bad += pipe_blocked();
+		bad += sig_blocked(hp_sig);
 		usleep(200);
 	}
 	return (void *)bad;
 }
 
-static void case_pipe_handler_park(void)
+/* s's handler parks in one thread while three others fail writes: every
+ * write's handler runs on its writer, and the parked one still blocks s. */
+static bool handler_park(int s, bool (*fail)(void))
 {
+	hp_sig = s;
+	hp_fail = fail;
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_pipe_park;
+	sa.sa_handler = on_sig_park;
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGPIPE, &sa, NULL);
+	sigaction(s, &sa, NULL);
 	pthread_t t[4];
 	pthread_create(&t[0], NULL, hp_parker_fn, NULL);
 	for (int i = 1; i < 4; i++)
@@ -1284,108 +1310,28 @@ static void case_pipe_handler_park(void)
 		pthread_join(t[i], &r);
 		bad += (long)r;
 	}
+	return bad == 0 && hp_bad == 0;
+}
+
+static void case_pipe_handler_park(void)
+{
 	say("pipe_handler_park: a SIGPIPE handler parks; every write's handler runs on its writer",
-	    bad == 0 && hp_bad == 0);
+	    handler_park(SIGPIPE, epipe));
 	struct sigaction q;
 	sigaction(SIGPIPE, NULL, &q);
 	say("pipe_handler_park: sigaction says the program's handler",
-	    q.sa_handler == on_pipe_park && !(q.sa_flags & SA_SIGINFO));
+	    q.sa_handler == on_sig_park && !(q.sa_flags & SA_SIGINFO));
 }
 
-/* ---- a SIGXFSZ handler that parks (the write is a file's: under entersyscall) ------------- */
-
-static __thread int hx_ran;    /* the handler ran on this thread */
-static __thread int hx_parker; /* and parks there */
-static atomic_int hx_bad;
-
-static bool xfsz_blocked(void)
-{
-	sigset_t cur;
-	pthread_sigmask(SIG_SETMASK, NULL, &cur);
-	return sigismember(&cur, SIGXFSZ);
-}
-
-static void on_xfsz_park(int s)
-{
-	(void)s;
-	int e = errno;
-	hx_ran++;
-	if (hx_parker) {
-		for (int i = 0; i < 20; i++)
-			usleep(1000);
-		/* still blocked in here (no SA_NODEFER) */
-		hx_bad += !xfsz_blocked();
-	}
-	errno = e;
-}
-
-/* Writes past the limit, its handler (which parks) runs, 5 times. */
-static void *hx_parker_fn(void *arg)
-{
-	(void)arg;
-	hx_parker = 1;
-	long bad = 0;
-	for (int i = 0; i < 5; i++) {
-		bad += !past_limit();
-		bad += hx_ran != i + 1;
-		bad += xfsz_blocked();
-	}
-	return (void *)bad;
-}
-
-/* Writes past the limit while the other's handler parks: its own handler
- * runs on it each time. */
-static void *hx_writer(void *arg)
-{
-	(void)arg;
-	long bad = 0;
-	for (int i = 0; i < 40; i++) {
-		bad += !past_limit();
-		bad += hx_ran != i + 1;
-		bad += xfsz_blocked();
-		usleep(200);
-	}
-	return (void *)bad;
-}
-
-/* pipe_handler_park for SIGXFSZ: a file's write runs under entersyscall,
- * so the signal comes while the G is in a system call, not running */
+/* The same for SIGXFSZ: a file's write is made under entersyscall, so the
+ * signal comes while the G is in the call, not running. */
 static void case_xfsz_handler_park(void)
 {
-	char path[] = "/tmp/sigintr-xfszp-XXXXXX";
-	xfsz_fd = mkstemp(path);
-	if (xfsz_fd < 0) {
-		say("xfsz_handler_park: a file", false);
+	if (!xfsz_begin("xfsz_handler_park: a file and RLIMIT_FSIZE"))
 		return;
-	}
-	unlink(path);
-	struct rlimit was, lim;
-	getrlimit(RLIMIT_FSIZE, &was);
-	lim = was;
-	lim.rlim_cur = XFSZ_LIMIT;
-	if (setrlimit(RLIMIT_FSIZE, &lim) != 0) {
-		say("xfsz_handler_park: RLIMIT_FSIZE", false);
-		return;
-	}
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_xfsz_park;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGXFSZ, &sa, NULL);
-	pthread_t t[4];
-	pthread_create(&t[0], NULL, hx_parker_fn, NULL);
-	for (int i = 1; i < 4; i++)
-		pthread_create(&t[i], NULL, hx_writer, NULL);
-	long bad = 0;
-	for (int i = 0; i < 4; i++) {
-		void *r;
-		pthread_join(t[i], &r);
-		bad += (long)r;
-	}
 	say("xfsz_handler_park: a SIGXFSZ handler parks; every write's handler runs on its writer",
-	    bad == 0 && hx_bad == 0);
-	setrlimit(RLIMIT_FSIZE, &was);
-	close(xfsz_fd);
+	    handler_park(SIGXFSZ, past_limit));
+	xfsz_end();
 }
 
 /* ---- 1,000 readers, SIGALRM every millisecond -------------------------------------------- */
