@@ -1969,6 +1969,15 @@ static int g_sigwait(const sigset_t *set, siginfo_t *info, int64_t deadline, boo
 	set = &wset;
 	siginfo_t si;
 	for (;;) {
+		/* wgen before the looks: a signal that comes after it moves
+		 * wgen (sig_send_g: after its delivery to gp->sigpend; the
+		 * watcher: after the kernel queued it), and one that came
+		 * before is seen below.  Read after the look at sigpend, a
+		 * pthread_kill between the two was in neither: the wait below
+		 * was for good */
+		weft_mutex_lock(&wmu);
+		uint64_t gen = wgen;
+		weft_mutex_unlock(&wmu);
 		uint64_t mine = atomic_load(&gp->sigpend) & want;
 		if (mine) { /* pending on this G (pthread_kill) */
 			int s = __builtin_ctzll(mine) + 1;
@@ -1980,9 +1989,6 @@ static int g_sigwait(const sigset_t *set, siginfo_t *info, int64_t deadline, boo
 			}
 			continue;
 		}
-		weft_mutex_lock(&wmu);
-		uint64_t gen = wgen;
-		weft_mutex_unlock(&wmu);
 		struct timespec zero = { 0, 0 };
 		long r = sys4(SYS_rt_sigtimedwait, set, info ? info : &si, &zero, 8);
 		if (r > 0)

@@ -149,12 +149,15 @@ int64_t shim_selfid(void)
 	return -(int64_t)mytid;
 }
 
+/* t is gp's from now on.  t->g last, with release: whoever sees it set
+ * (tg_started) sees the rest, and the G's signal state (sig_gstart, made
+ * before). */
 static void gbind(struct gthr *t, struct g *gp)
 {
-	t->g = gp;
 	t->stacklo = gp->stack.lo;
 	t->stackhi = gp->stack.hi;
 	gp->tls = t;
+	__atomic_store_n(&t->g, gp, __ATOMIC_RELEASE);
 }
 
 struct gthr *gthr_self(void)
@@ -462,8 +465,8 @@ static _Noreturn void gthr_exit(struct gthr *t, void *ret)
 static void gthr_entry(void *arg)
 {
 	struct gthr *t = arg;
+	sig_gstart(getg(), t->sigmask, false); /* before gbind: it clears pending signals */
 	gbind(t, getg());
-	sig_gstart(getg(), t->sigmask, false);
 	gthr_exit(t, t->fn(t->arg));
 }
 
@@ -916,15 +919,35 @@ static bool exited(pthread_t th)
 	return atomic_load(&((struct gthr *)th)->flags) & T_EXITED;
 }
 
+/* th's G, once it has started: a thread made a moment ago may not have
+ * run yet (its G binds th when it first runs, gthr_entry), and a signal
+ * or a cancel for it must not be lost - natively it is pending on the new
+ * thread before it runs - so let it start (it is runnable: a G yields to
+ * it, a plain thread gives up its CPU).  NULL once it has exited (not
+ * joined yet: nothing to do, as glibc).  A G descriptor is never freed:
+ * check it is still th's. */
+static struct g *tg_started(pthread_t th)
+{
+	struct gthr *t = (struct gthr *)th;
+	for (;;) {
+		struct g *gp = __atomic_load_n(&t->g, __ATOMIC_ACQUIRE);
+		if (exited(th))
+			return NULL;
+		if (gp)
+			return gp->tls == t ? gp : NULL;
+		if (hook_g())
+			weft_yield();
+		else
+			sys3(SYS_sched_yield, 0, 0, 0);
+	}
+}
+
 HOOK int pthread_cancel(pthread_t th)
 {
 	if (!is_gthr(&th))
 		return REAL(pthread_cancel)(th);
-	struct gthr *t = (struct gthr *)th;
-	struct g *gp = t->g; /* a G descriptor is never freed: check it is still t's */
-	if (!gp || gp->tls != t || exited(th))
-		return 0; /* exited, not joined yet: nothing to do, as glibc */
-	return cancel_g(gp);
+	struct g *gp = tg_started(th);
+	return gp ? cancel_g(gp) : 0;
 }
 
 /* A signal for a G: pending on it until it runs the handler (signal.c).
@@ -934,11 +957,8 @@ static int gkill(pthread_t th, int sig, int code, const union sigval *v)
 {
 	if (sig == 0)
 		return exited(th) ? ESRCH : 0;
-	struct gthr *t = (struct gthr *)th;
-	struct g *gp = t->g; /* a G descriptor is never freed: check it is still t's */
-	if (!gp || gp->tls != t || exited(th))
-		return 0;
-	return sig_send_g(gp, sig, code, v);
+	struct g *gp = tg_started(th);
+	return gp ? sig_send_g(gp, sig, code, v) : 0;
 }
 
 HOOK int pthread_kill(pthread_t th, int sig)

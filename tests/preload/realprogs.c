@@ -136,18 +136,24 @@ static void *sigwaiter(void *arg)
 /* pbzip2: a thread sigwaits for the termination signals (all threads
  * block them); at the end main wakes it with pthread_kill and joins it.
  * Under weft the signal was left pending on the parked G and the join
- * never returned (its output was complete, it never exited). */
-static void sigwait_kill(void)
+ * never returned (its output was complete, it never exited).  Then n
+ * rounds more with 0-190 us between the create and the kill, so that
+ * some land while the thread is on its way into sigwait: one landing
+ * between its look at the G's pending signals and its reading of the
+ * watcher's generation was missed by both, and the sigwait waited for
+ * good (hook/preload/signal.c, g_sigwait). */
+static void sigwait_kill(int n)
 {
 	sigset_t set;
 	sigemptyset(&set);
 	sigaddset(&set, SIGQUIT);
 	sigaddset(&set, SIGTERM);
 	CHECK(pthread_sigmask(SIG_BLOCK, &set, NULL) == 0);
-	for (int i = 0; i < 20; i++) {
+	for (int i = 0; i < 20 + n; i++) {
 		pthread_t t;
 		CHECK(pthread_create(&t, NULL, sigwaiter, &set) == 0);
-		struct timespec ts = { 0, 20000000 }; /* let it reach sigwait: either way it must end */
+		/* let it reach sigwait: either way it must end */
+		struct timespec ts = { 0, i < 20 ? 20000000 : (i % 20) * 10000 };
 		nanosleep(&ts, NULL);
 		CHECK(pthread_kill(t, SIGQUIT) == 0);
 		void *r;
@@ -155,7 +161,7 @@ static void sigwait_kill(void)
 		if ((long)r != SIGQUIT)
 			FAIL("sigwait gave %ld", (long)r);
 	}
-	printf("ok 20 threads in sigwait woken by pthread_kill\n");
+	printf("ok %d threads in sigwait woken by pthread_kill\n", 20 + n);
 }
 
 /* ---- sigwait_ignored ------------------------------------------------------------------- */
@@ -560,7 +566,7 @@ int main(int argc, char **argv)
 	else if (!strcmp(argv[1], "pidfd_self"))
 		pidfd_self();
 	else if (!strcmp(argv[1], "sigwait_kill"))
-		sigwait_kill();
+		sigwait_kill(n);
 	else if (!strcmp(argv[1], "sigwait_ignored"))
 		sigwait_ignored();
 	else if (!strcmp(argv[1], "sigaction_raise"))
