@@ -80,7 +80,11 @@ struct weft_chan {
 	size_t slotsize;   /* stamp + element, 8-byte aligned */
 	uint64_t markbit;  /* tail bit meaning closed; also the index range */
 	uint64_t onelap;   /* what a wrap adds to an index */
-	char *slots;
+	/* an unbuffered channel whose element the hand-off's fast path
+	 * copies inline (elemfast): its size; else RDV_NOFAST (buffered,
+	 * other sizes).  One field for RDV_TAKEFAST to test, on the line of
+	 * the word */
+	size_t rdvsize;
 	/* unbuffered: the rendezvous word (RDV_*, "the rendezvous word") */
 	_Atomic uintptr_t rdv;
 	/* under lock */
@@ -124,6 +128,14 @@ static inline bool chan_ok(const struct weft_chan *c)
 	return likely(c != NULL) && likely(((uintptr_t)c & 63) == 0) &&
 	       likely(c->magic == CHAN_LIVE);
 }
+
+/* The element sizes elemcopy_fast copies inline, with no call; c->rdvsize
+ * otherwise (any size above 16). */
+static inline bool elemfast(size_t n)
+{
+	return n == 8 || n == 4 || n == 16 || n == 0;
+}
+#define RDV_NOFAST SIZE_MAX
 
 /* outcome a waker records for a plain (non-select) waiter */
 enum { RES_CLOSED = 0, RES_VALUE = 1, RES_RETRY = 2, RES_EPIPE = -1 };
@@ -297,7 +309,7 @@ enum { R_OK, R_BLOCK, R_CLOSED };
 
 static inline struct slot *slotat(struct weft_chan *c, uint64_t pos)
 {
-	return (struct slot *)(c->slots + (pos & (c->markbit - 1)) * c->slotsize);
+	return (struct slot *)(c->ring + (pos & (c->markbit - 1)) * c->slotsize);
 }
 
 /* The position after pos: the next index, or index 0 of the next lap. */
@@ -776,9 +788,9 @@ weft_chan_t *weft_chan_make(size_t elem_size, size_t cap)
 	c->magic = CHAN_LIVE;
 	c->elemsize = elem_size;
 	c->cap = cap;
+	c->rdvsize = !cap && elemfast(elem_size) ? elem_size : RDV_NOFAST;
 	if (cap) {
 		c->slotsize = slotsize;
-		c->slots = c->ring;
 		uint64_t p = 1;
 		while (p < (uint64_t)cap + 1)
 			p <<= 1;
@@ -888,10 +900,15 @@ static inline __attribute__((always_inline)) int chanrecv(weft_chan_t *c, void *
  * unbuffered channel, an element size the copy does not inline, off a
  * G, a nested runtime call, sysmon's flags on our P - calls the
  * general path (weft_chan_send_slow, before anything changed); no
- * counterpart (we park) or a lost race for it, the rest of the general
- * path inside the runtime bracket (chansend_in); a full runnext or more
- * than one P, the rest of the ready.  Not as tail calls (NOTAIL): the
- * frame is made on those paths only.
+ * counterpart and a G that may park through the word, the park itself
+ * (gopark_rdv, proc.c: the waiter, its publication and the switch in
+ * one frame, the only one that saves registers on that path), and
+ * anything but a value back from it, the rest (chansend_parked); the
+ * word sealed, a party of our side in it, or a lost race for the
+ * counterpart, the rest of the general path inside the runtime bracket
+ * (chansend_in); a full runnext or more than one P,
+ * the rest of the ready.  Not as tail calls (NOTAIL): the frame is made
+ * on those paths only.
  * The same steps as usend/urecv's taking branch and rdv_done, in the
  * same order. */
 
@@ -922,6 +939,31 @@ static __attribute__((noinline)) int chanrecv_in(struct weft_chan *c, struct m *
 	return fail(r);
 }
 
+/* Parked through the word (gopark_rdv) and back with anything but a
+ * value: closed meanwhile, or nothing was published (look again: the
+ * general path). */
+static __attribute__((noinline)) int chansend_parked(struct weft_chan *c, struct m *m,
+						     const void *elem, int32_t res)
+{
+	struct g *gp = atomic_load_explicit(&m->curg, memory_order_relaxed);
+	if (res == RDVPARK_AGAIN)
+		return chansend_in(c, m, gp, elem);
+	rt_leave_g(m, gp);
+	return fail(-EPIPE); /* close */
+}
+
+static __attribute__((noinline)) int chanrecv_parked(struct weft_chan *c, struct m *m, void *elem,
+						     int32_t res)
+{
+	struct g *gp = atomic_load_explicit(&m->curg, memory_order_relaxed);
+	if (res == RDVPARK_AGAIN)
+		return chanrecv_in(c, m, gp, elem);
+	if (res == RES_CLOSED)
+		elemzero(elem, c->elemsize);
+	rt_leave_g(m, gp);
+	return fail(res);
+}
+
 /* Taken, w's element copied and its outcome set: the rest of the ready
  * (runnext was full, or more than one P), and the bracket's end. */
 static __attribute__((noinline)) int rdv_done_slow(struct m *m, struct g *gp, struct g *wg, int r)
@@ -950,12 +992,6 @@ static __attribute__((noinline)) int rt_leave_slow(struct m *m, int r)
 		r__;                                                                            \
 	})
 
-/* The element sizes elemcopy_fast copies inline, with no call. */
-static inline bool elemfast(size_t n)
-{
-	return n == 8 || n == 4 || n == 16 || n == 0;
-}
-
 static inline __attribute__((always_inline)) void elemcopy_fast(void *dst, const void *src,
 								 size_t n)
 {
@@ -972,12 +1008,15 @@ static inline __attribute__((always_inline)) void elemcopy_fast(void *dst, const
  * and the rest of the fast case holds: take it and complete it, moving
  * the element from SRC to DST (one of them the taken waiter's w_->elem;
  * no copy if DST is NULL).  Returns the call's result, ok for a hand-off.  The
- * conditions as in chansend/chanrecv, usend/urecv and goready_m. */
-#define RDV_TAKEFAST(c, want, ok, mine, SLOW, IN, DST, SRC)                                      \
+ * conditions as in chansend/chanrecv, usend/urecv and goready_m.
+ * The word empty and the G one that parks through it (rdv_parker): park
+ * through it at once (gopark_rdv, the waiter in its frame; REASON), and
+ * back with a value, return ok; anything else, PARKED. */
+#define RDV_TAKEFAST(c, want, ok, mine, SLOW, IN, PARKED, REASON, DST, SRC)                      \
 	do {                                                                                    \
 		struct m *m_;                                                                   \
 		struct g *gp_;                                                                  \
-		if (unlikely(!chan_ok(c)) || (c)->cap || !elemfast((c)->elemsize) ||             \
+		if (unlikely(!chan_ok(c)) || (c)->rdvsize > 16 /* RDV_NOFAST */ ||              \
 		    unlikely(!(m_ = getm())) ||                                                 \
 		    unlikely(!(gp_ = atomic_load_explicit(&m_->curg, memory_order_relaxed))) || \
 		    gp_->rtdepth || atomic_load_explicit(&m_->p->flags, memory_order_relaxed))    \
@@ -988,11 +1027,24 @@ static inline __attribute__((always_inline)) void elemcopy_fast(void *dst, const
 		if (unlikely((x_ & RDV_DIR) != (want)) ||                                       \
 		    !atomic_compare_exchange_strong_explicit(&(c)->rdv, &x_, 0,                 \
 							     memory_order_acquire,              \
-							     memory_order_relaxed))             \
-			return NOTAIL(IN(c, m_, gp_, mine));                                    \
+							     memory_order_relaxed)) {           \
+			if (x_ != 0 || !rdv_parker(gp_))                                        \
+				return NOTAIL(IN(c, m_, gp_, mine));                            \
+			/* nobody waits: park as the word's waiter (usend's park) */           \
+			struct rdvpark pr_ = gopark_rdv(m_, gp_, &(c)->rdv, (want) ^ RDV_DIR,   \
+							(void *)(mine), (REASON));              \
+			if (unlikely(pr_.result != RES_VALUE))                                  \
+				return NOTAIL(PARKED(c, pr_.m, mine, pr_.result));              \
+			/* rt_leave_g, on the M we resumed on; the G is ours */                \
+			rtdepth_set(atomic_load_explicit(&pr_.m->curg, memory_order_relaxed), 0); \
+			if (unlikely(atomic_load_explicit(&pr_.m->p->flags, memory_order_relaxed) & \
+				     PF_PREEMPT))                                               \
+				return NOTAIL(rt_leave_slow(pr_.m, ok));                        \
+			return ok;                                                              \
+		}                                                                               \
 		struct waiter *w_ = rdv_waiter(x_);                                             \
 		if (DST)                                                                        \
-			elemcopy_fast(DST, SRC, (c)->elemsize);                                 \
+			elemcopy_fast(DST, SRC, (c)->rdvsize);                                  \
 		w_->result = RES_VALUE;                                                         \
 		struct g *wg_ = w_->g;                                                          \
 		/* release: what we wrote for it before it reads (waiter_claim_wake_gm) */     \
@@ -1019,12 +1071,14 @@ int weft_chan_send(weft_chan_t *c, const void *elem)
 	/* a send with a NULL element of a non-empty type: the slow path's EINVAL */
 	if (unlikely(!elem))
 		return NOTAIL(weft_chan_send_slow(c, elem));
-	RDV_TAKEFAST(c, RDV_RECV, 0, elem, weft_chan_send_slow(c, elem), chansend_in, w_->elem, elem);
+	RDV_TAKEFAST(c, RDV_RECV, 0, elem, weft_chan_send_slow(c, elem), chansend_in, chansend_parked,
+		     W_CHAN_SEND, w_->elem, elem);
 }
 
 int weft_chan_recv(weft_chan_t *c, void *elem)
 {
-	RDV_TAKEFAST(c, RDV_SEND, 1, elem, weft_chan_recv_slow(c, elem), chanrecv_in, elem, w_->elem);
+	RDV_TAKEFAST(c, RDV_SEND, 1, elem, weft_chan_recv_slow(c, elem), chanrecv_in, chanrecv_parked,
+		     W_CHAN_RECV, elem, w_->elem);
 }
 
 int weft_chan_trysend(weft_chan_t *c, const void *elem)

@@ -954,9 +954,10 @@ static inline __attribute__((always_inline)) void runqput_yield(struct p *pp, st
  * be the lock of the very fd whose event netpoll would take. */
 static inline __attribute__((always_inline)) void busypoll(struct p *pp)
 {
+	if (likely(!atomic_load_explicit(&netpollwaiters, memory_order_relaxed)))
+		return;
 	int64_t gap = weftenv.pollgap_ns;
-	if (likely(!atomic_load_explicit(&netpollwaiters, memory_order_relaxed)) || !gap ||
-	    (pp && (atomic_load_explicit(&pp->schedtick, memory_order_relaxed) & 7)))
+	if (!gap || (pp && (atomic_load_explicit(&pp->schedtick, memory_order_relaxed) & 7)))
 		return;
 	int64_t last = atomic_load_explicit(&sched.lastpoll, memory_order_relaxed);
 	if (last == 0)
@@ -1277,8 +1278,8 @@ static inline __attribute__((always_inline)) struct m *gleave(struct m *m, struc
 }
 
 /* Park gp, running on m, inside the runtime (rtdepth > 0).  See runtime.h. */
-struct m *gopark_g(struct m *m, struct g *gp, bool (*unlockf)(struct g *, void *), void *arg,
-		   int reason)
+static inline __attribute__((always_inline)) struct m *
+gopark_g_inl(struct m *m, struct g *gp, bool (*unlockf)(struct g *, void *), void *arg, int reason)
 {
 	if (!m || !gp)
 		__builtin_unreachable(); /* for the compiler: the inlined tests of either go */
@@ -1290,6 +1291,37 @@ struct m *gopark_g(struct m *m, struct g *gp, bool (*unlockf)(struct g *, void *
 	m->aftergp = gp;
 	m->afterarg = arg;
 	return gleave(m, gp);
+}
+
+struct m *gopark_g(struct m *m, struct g *gp, bool (*unlockf)(struct g *, void *), void *arg,
+		   int reason)
+{
+	return gopark_g_inl(m, gp, unlockf, arg, reason);
+}
+
+/* The parking half of an unbuffered channel's hand-off (chan.c's fast
+ * path), in one frame: the waiter, its publication and the park inline
+ * here, so the frame that saves the callee-saved registers around the
+ * switch is the only one between the public call and weft_ctx_switch
+ * (with chan.c's own frame for the waiter and a call to gopark_g, the
+ * registers were saved twice).  No stack protector: the frame holds the
+ * waiter and the publication record, no array, nothing written through
+ * a length (the element is copied into the caller's memory, w.elem). */
+NO_STACK_PROTECTOR struct rdvpark gopark_rdv(struct m *m, struct g *gp, _Atomic uintptr_t *word,
+					     uintptr_t dir, void *elem, int reason)
+{
+	struct waiter w;
+	waiter_init_g(&w, gp);
+	w.elem = elem;
+	/* the commit publishes w in the word (release: w's fields before a
+	 * taker's acquire CAS), after the switch: park_publish */
+	struct parkpub pk = { word, (uintptr_t)&w | dir, false };
+	m = gopark_g_inl(m, gp, park_publish, &pk, reason); /* perhaps another M now */
+	if (!pk.parked)
+		return (struct rdvpark){ m, RDVPARK_AGAIN };
+	/* acquire: pairs with the taker's release store of waitstate */
+	(void)atomic_load_explicit(&gp->waitstate, memory_order_acquire);
+	return (struct rdvpark){ m, w.result };
 }
 
 /* Park the running G.  See runtime.h. */

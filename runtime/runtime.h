@@ -28,6 +28,18 @@
 
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
+/* A function left out of -fstack-protector-strong (one whose frame holds
+ * no array: see its comment). */
+#if __has_attribute(no_stack_protector)
+#define NO_STACK_PROTECTOR __attribute__((no_stack_protector))
+#else
+#define NO_STACK_PROTECTOR
+#endif
+/* Every runtime symbol is hidden (-fvisibility=hidden), but a plain
+ * extern declaration does not say so where it is used: the compiler goes
+ * through the GOT (a lea once the linker relaxes it, then the load).
+ * HIDDEN on the declaration of a global the switch and hand-off paths
+ * read makes each read one RIP-relative load. */
 #define HIDDEN __attribute__((visibility("hidden")))
 /* Code every process under the shim runs as it starts (reading WEFT_*,
  * the shim's __libc_start_main): kept in .text.startup, beside the
@@ -245,7 +257,7 @@ struct g {
  * m->sigk has, rt_sigkidle: those every program G blocks (set by the
  * shim), so no OS thread lets through a signal that every thread of the
  * program blocks. */
-extern _Atomic uint64_t rt_sigkbits;
+extern HIDDEN _Atomic uint64_t rt_sigkbits;
 extern _Atomic uint64_t rt_sigkidle;
 extern void (*rt_sigkswitch)(struct m *m, uint64_t want);
 /* Called first by every new M on its own thread (the shim: its mask for
@@ -255,7 +267,7 @@ extern void (*rt_mstarted)(void);
 /* ---- a G's CPU-time clock (cpuclock.c) ---------------------------------- */
 
 /* Set once any G's clock is kept: the switch looks at the Gs only then. */
-extern _Atomic bool gcpu_any;
+extern HIDDEN _Atomic bool gcpu_any;
 /* The switch from from to to on m (either NULL: g0), gcpu_any set. */
 void gcpu_switch(struct m *m, struct g *from, struct g *to);
 /* Start keeping gp's clock (any thread; gp itself when running: from
@@ -500,7 +512,7 @@ struct sched {
 	_Atomic int64_t nstatreads;    /* sysmon's reads of /proc/self/task/TID/stat */
 };
 
-extern struct sched sched;
+extern HIDDEN struct sched sched;
 /* allp[0..nallp): every P made so far.  A new P is stored in allp
  * before nallp grows (seq_cst, so release); read nallp first, with at
  * least acquire, and only allp[i] below it: the P is then seen whole. */
@@ -583,6 +595,20 @@ struct parkpub {
 	bool parked;
 };
 bool park_publish(struct g *gp, void *arg);
+/* The parking half of an unbuffered channel hand-off (chan.c's fast
+ * path): park gp (running on m, inside the runtime bracket) as a waiter
+ * (struct waiter, excl, elem: its element's slot) that the context
+ * running next publishes in *word as (waiter | dir) (park_publish).
+ * Returns the M it resumes on and the waiter's result as its taker or
+ * close set it, or RDVPARK_AGAIN if the word was not 0 at the
+ * publication (nothing published: look again). */
+struct rdvpark {
+	struct m *m;
+	int32_t result;
+};
+#define RDVPARK_AGAIN INT32_MIN
+struct rdvpark gopark_rdv(struct m *m, struct g *gp, _Atomic uintptr_t *word, uintptr_t dir,
+			  void *elem, int reason);
 static inline void goready_m(struct m *m, struct g *gp)
 {
 	struct p *pp;
@@ -716,7 +742,7 @@ static inline void rt_leave(void)
 	if (gp)
 		rt_leave_g(m, gp);
 }
-extern _Atomic int64_t coarsenow; /* nanotime, refreshed by sysmon and the scheduler */
+extern HIDDEN _Atomic int64_t coarsenow; /* nanotime, refreshed by sysmon and the scheduler */
 
 void handoffp(struct p *pp);
 void wakep(void);
@@ -788,7 +814,7 @@ int rt_fdhigh(int fd); /* a runtime fd, moved out of the program's low numbers *
 struct g *netpoll(int64_t delay);        /* Gs made ready; delay <0 block, 0 poll */
 void netpollbreak(void);
 bool netpollinited(void);
-extern _Atomic int32_t netpollwaiters;   /* Gs parked on fds */
+extern HIDDEN _Atomic int32_t netpollwaiters;   /* Gs parked on fds */
 /* The clock watch: a timerfd on CLOCK_REALTIME armed with
  * TFD_TIMER_CANCEL_ON_SET in the epoll set, made on the first realtime
  * deadline; netpoll runs timers_clockset when it reports a clock set.
@@ -862,7 +888,7 @@ struct tlsinfo {
 	                      * loaded (tls_g0keep_init: under the shim, whose
 	                      * Ms block asynchronous signals) */
 };
-extern struct tlsinfo tlsinfo;
+extern HIDDEN struct tlsinfo tlsinfo;
 bool tls_init(void);                /* resolve glibc's entry points once */
 void tls_setfs(uintptr_t base);     /* load this OS thread's FS base */
 uintptr_t tls_current(void);        /* %fs:0 */
@@ -946,7 +972,7 @@ struct weftenv {
 	int64_t pollgap_ns;    /* WEFT_DEBUG=pollgap=<us>: a busy P's scheduler polls the
 	                        * netpoller when the last poll is older (0: never; proc.c) */
 };
-extern struct weftenv weftenv;
+extern HIDDEN struct weftenv weftenv;
 void envinit(void);
 /* weftenv.maxprocs, the CPUs available counted now if WEFT_MAXPROCS did
  * not say (at the runtime's start: not a system call in every process
