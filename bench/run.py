@@ -1020,6 +1020,17 @@ WHY = [
      "had to share CPU 0 with them: throughput and p99 then measure the server's share "
      "of that core as much as its efficiency (a server with more runnable threads gets "
      "more of it), and server CPU per message is the figure to trust."),
+    (r"echo_.*_preload", "pthreads",
+     "Per message the preloaded server makes the native server's read and write "
+     "(recvfrom and sendto with MSG_DONTWAIT) plus one FS base load: each message wakes "
+     "another thread, whose own TLS must be loaded, and without FSGSBASE that is an "
+     "arch_prctl system call and a trapped MSR write, ~6 us per message here (28 % of "
+     "the server's CPU in a profile; WEFT_TLS=shared is the linked server's cost).  The "
+     "native server pays the same MSR write inside the kernel's thread switch (1.1-1.2 "
+     "switches per message), so the two meet where that switch costs what the system "
+     "call does; the system calls per message and the profile are in \"Preloaded echo: "
+     "a message's system calls and CPU\" below.  While the echo benchmarks ran, other "
+     "processes used {foreign} of the CPUs."),
     (r"mutex", "pthreads",
      "Cause not established.  Other processes used {foreign} of the CPUs during this "
      "benchmark, and the 8 pthreads then get a larger share of the two CPUs than weft's "

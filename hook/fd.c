@@ -58,10 +58,13 @@ static bool is_tcp(int domain, int type, int proto)
 
 HOOK int socket(int domain, int type, int proto)
 {
+	uint32_t gen = atomic_load_explicit(&pd_forkgen, memory_order_acquire); /* pd_reset_sole */
 	int fd = REAL(socket)(domain, type, proto);
 	if (fd >= 0 && rt_started())
-		pd_reset(fd, PD_SOLE | newfd_flags(type & SOCK_NONBLOCK,
-						   PD_SOCK | (is_tcp(domain, type, proto) ? PD_DRAINOK : 0)));
+		pd_reset_sole(fd, PD_SOLE | newfd_flags(type & SOCK_NONBLOCK,
+							PD_SOCK | (is_tcp(domain, type, proto) ?
+									   PD_DRAINOK : 0)),
+			      gen);
 	return fd;
 }
 
@@ -127,11 +130,13 @@ static int do_accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags,
 	}
 	/* no per-call flag for accept: poll, then accept4 under entersyscall */
 	struct sc s = SC(SYS_accept4, fd, (long)addr, (long)alen, flags);
+	uint32_t gen = atomic_load_explicit(&pd_forkgen, memory_order_acquire); /* pd_reset_sole */
 	long nfd = io_once(&io, &s, 0, false);
 	if (nfd >= 0) {
 		bool tcp = fdflags(io.r.d) & PD_DRAINOK; /* the listener is TCP */
-		pd_reset((int)nfd, PD_SOLE | newfd_flags(flags & SOCK_NONBLOCK,
-							 PD_SOCK | (tcp ? PD_DRAINOK : 0)));
+		pd_reset_sole((int)nfd, PD_SOLE | newfd_flags(flags & SOCK_NONBLOCK,
+							      PD_SOCK | (tcp ? PD_DRAINOK : 0)),
+			      gen);
 	}
 	return (int)sysret(nfd);
 }

@@ -558,8 +558,10 @@ long io_wait(struct io *io)
 {
 	/* a would-block try on a file the program made non-blocking
 	 * (perhaps through a dup, or another process): its answer is
-	 * EAGAIN, now */
-	if (io_nonblock(io))
+	 * EAGAIN, now.  Not asked of a file only this fd reaches (under
+	 * the shim: runtime/netpoll.h pd_sole), whose flag the hooks saw
+	 * set if it was */
+	if (!pd_sole(io->r.d) && io_nonblock(io))
 		return -EAGAIN;
 	int64_t deadline = io_deadline(io);
 	long r = pd_register(io->r.d, io->fd);

@@ -260,10 +260,18 @@ HOOK ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct s
 	return do_sendto(fd, buf, n, flags, addr, alen, true);
 }
 
+/* A message with ancillary data may carry fds (SCM_RIGHTS): their files
+ * are the receiver's too (runtime/netpoll.h pd_sole).  The control data
+ * itself is not looked into: any counts.  A call passed to libc as it
+ * is counts too: there msg is not read (the kernel answers EFAULT for a
+ * bad one, weft must not fault on it). */
 HOOK ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	struct io io;
-	IO_SIMPLE(io_begin_flags(&io, fd, PD_WRITE, flags), REAL(sendmsg)(fd, msg, flags));
+	int mode = io_begin_flags(&io, fd, PD_WRITE, flags);
+	if (rt_started() && (mode != IO_POLL || (msg && msg->msg_controllen)))
+		pd_shared();
+	IO_SIMPLE(mode, REAL(sendmsg)(fd, msg, flags));
 	struct msghdr m = *msg; /* io_allv writes back lengths: not to the caller's */
 	return sysret(io_allv(&io, SYS_sendmsg, &m, NULL, 0, flags));
 }
@@ -271,6 +279,9 @@ HOOK ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 /* Blocking sendmmsg: all vlen messages, parking while the socket is full. */
 HOOK int sendmmsg(int fd, struct mmsghdr *v, unsigned int vlen, int flags)
 {
+	/* may carry fds, like sendmsg; the vector not looked into either */
+	if (vlen && rt_started())
+		pd_shared();
 	struct io io;
 	IO_SIMPLE(io_begin_flags(&io, fd, PD_WRITE, flags), REAL(sendmmsg)(fd, v, vlen, flags));
 	unsigned sent = 0;

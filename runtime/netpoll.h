@@ -96,15 +96,43 @@ struct pd {
 extern _Atomic uint32_t pd_nbgen;
 
 /* A file made by the program in this process (accept, socket: PD_SOLE),
- * never dup'ed and with no fork since it was made (pd_forkgen, which
- * pd_forked bumps in the parent), is closed for good by its close: the
- * kernel then drops its epoll registration itself, and pd_closing makes
- * no EPOLL_CTL_DEL.  Only a hint: a file that lives on elsewhere (sent
- * with SCM_RIGHTS, a raw dup or clone) keeps a stale registration, whose
- * events the seq in their tag discards (pollfd_event): a wakeup of the
- * netpoller each, no wrong answer. */
+ * never dup'ed and with nothing since it was made that may let another
+ * fd or process reach it (pd_forkgen, which pd_shared bumps: a fork;
+ * under the shim also a spawn, an fd sent with SCM_RIGHTS, a raw fcntl,
+ * ioctl or dup made through syscall()), is closed for good by its close:
+ * the kernel then drops its epoll registration itself, and pd_closing
+ * makes no EPOLL_CTL_DEL.  Only a hint there: a file that lives on
+ * elsewhere (a raw dup or clone weft does not see) keeps a stale
+ * registration, whose events the seq in their tag discards
+ * (pollfd_event): a wakeup of the netpoller each, no wrong answer. */
 extern _Atomic uint32_t pd_forkgen;
-void pd_forked(void); /* in the parent after a fork: every file is shared */
+/* Every file made so far may be reached from elsewhere from now on.
+ * Called before the call that shares them (a seq_cst RMW): a G that
+ * learns of what the other side did with a file afterwards sees the
+ * bump (pd_sole). */
+void pd_shared(void);
+
+/* Under the shim (set at its start), which sees every call that shares
+ * a file (pd_shared), a PD_SOLE file is reached only through its one fd
+ * number in this process, so its O_NONBLOCK changes only through the
+ * program's fcntl F_SETFL / ioctl FIONBIO on that fd, which the hooks
+ * record (PD_USERNB, hook/fd.c): a try of it that would block needs no
+ * F_GETFL before the G parks (hook.c io_wait; one system call per park,
+ * a third of an echo server's per message).  What weft cannot see is
+ * left: an inline-assembly system call (not syscall()) that sets the
+ * flag, another process taking the fd with pidfd_getfd, a raw clone
+ * sharing the fd table, and a file made while a fork ran whose child
+ * sets its flag and says so before the fork's caller is back from it
+ * (pd_shared runs again then).  Linked programs (fork, spawn and
+ * syscall() not hooked) always ask. */
+extern bool pd_soletrust;
+static inline bool pd_sole(struct pd *d)
+{
+	return pd_soletrust &&
+	       (atomic_load_explicit(&d->flags, memory_order_acquire) & PD_SOLE) &&
+	       atomic_load_explicit(&d->forkgen, memory_order_relaxed) ==
+		       atomic_load_explicit(&pd_forkgen, memory_order_acquire);
+}
 
 /* SO_RCVTIMEO/SO_SNDTIMEO belong to the socket too, shared by its dups:
  * rtimeo/wtimeo are good while d->timeogen == pd_timeogen, which every
@@ -125,6 +153,11 @@ struct pd *pd_get(int fd);
 /* A new file now sits at fd (socket, accept, pipe, open, dup...): forget
  * the old one (its waiters get EBADF) and start from flags. */
 void pd_reset(int fd, uint32_t flags);
+/* The same for a PD_SOLE file, with pd_forkgen as read before the call
+ * that made it (a fork or spawn under way then may have given the child
+ * the new file: pd_shared runs again after those, so the file is not
+ * taken for sole). */
+void pd_reset_sole(int fd, uint32_t flags, uint32_t forkgen);
 /* fd was duplicated to newfd: newfd shares the file and its modes. */
 void pd_dup(int oldfd, int newfd);
 /* close(fd) is about to happen: wake its waiters with EBADF, drop the

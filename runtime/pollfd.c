@@ -36,13 +36,16 @@ static struct pd *_Atomic pdtab[NCHUNKS];
 
 _Atomic uint32_t pd_nbgen = 1; /* 0 is never current: a fresh descriptor's nbgen */
 _Atomic uint32_t pd_timeogen = 1; /* likewise for timeogen */
-_Atomic uint32_t pd_forkgen;      /* forks made by this process (netpoll.h) */
+_Atomic uint32_t pd_forkgen;      /* shares of every file so far (netpoll.h) */
+bool pd_soletrust;                /* the shim sees every share (netpoll.h pd_sole) */
 
-void pd_forked(void)
+void pd_shared(void)
 {
-	/* relaxed: a hint for pd_closing, which at worst makes a needless
-	 * EPOLL_CTL_DEL or leaves a stale registration (netpoll.h) */
-	atomic_fetch_add_explicit(&pd_forkgen, 1, memory_order_relaxed);
+	/* seq_cst RMW (a full barrier), before the sharing call: whatever
+	 * the other side then does to a file, a G that hears of it (through
+	 * the kernel or the program's own synchronisation) reads the new
+	 * generation in pd_sole and asks the kernel */
+	atomic_fetch_add(&pd_forkgen, 1);
 }
 
 struct pd *pd_lookup(int fd)
@@ -235,7 +238,8 @@ static void newfile_locked(struct pd *d, uint32_t flags, struct g **list)
 	atomic_store_explicit(&d->wtimeo, 0, memory_order_relaxed);
 }
 
-static void reset(int fd, uint32_t flags, int64_t rtimeo, int64_t wtimeo, uint32_t nbgen)
+static void reset(int fd, uint32_t flags, int64_t rtimeo, int64_t wtimeo, uint32_t nbgen,
+		  uint32_t forkgen)
 {
 	struct pd *d = pd_get(fd);
 	if (!d)
@@ -247,16 +251,20 @@ static void reset(int fd, uint32_t flags, int64_t rtimeo, int64_t wtimeo, uint32
 	atomic_store_explicit(&d->wtimeo, wtimeo, memory_order_relaxed);
 	atomic_store_explicit(&d->timeogen, 0, memory_order_relaxed); /* asked at the first wait */
 	atomic_store_explicit(&d->nbgen, nbgen, memory_order_relaxed);
-	atomic_store_explicit(&d->forkgen, atomic_load_explicit(&pd_forkgen, memory_order_relaxed),
-			      memory_order_relaxed);
+	atomic_store_explicit(&d->forkgen, forkgen, memory_order_relaxed);
 	unlock(&d->lock);
 	readylist(list);
 }
 
 void pd_reset(int fd, uint32_t flags)
 {
+	pd_reset_sole(fd, flags, atomic_load_explicit(&pd_forkgen, memory_order_acquire));
+}
+
+void pd_reset_sole(int fd, uint32_t flags, uint32_t forkgen)
+{
 	/* a file just made: its O_NONBLOCK is the one it was made with */
-	reset(fd, flags, 0, 0, atomic_load_explicit(&pd_nbgen, memory_order_acquire));
+	reset(fd, flags, 0, 0, atomic_load_explicit(&pd_nbgen, memory_order_acquire), forkgen);
 }
 
 /* What a duplicate shares with its original: the file and its modes;
@@ -277,7 +285,7 @@ void pd_dup(int oldfd, int newfd)
 	int64_t rt = o ? atomic_load_explicit(&o->rtimeo, memory_order_relaxed) : 0;
 	int64_t wt = o ? atomic_load_explicit(&o->wtimeo, memory_order_relaxed) : 0;
 	uint32_t gen = o ? atomic_load_explicit(&o->nbgen, memory_order_relaxed) : 0;
-	reset(newfd, f, rt, wt, gen);
+	reset(newfd, f, rt, wt, gen, atomic_load_explicit(&pd_forkgen, memory_order_acquire));
 }
 
 uint32_t pd_closing(int fd)

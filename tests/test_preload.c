@@ -550,6 +550,19 @@ Test(dnh, own_nonblock_gets_eagain, .timeout = 60)
 		dnh(procs, "nonblock", NULL, "ok nonblock\n", 30);
 }
 
+/* A socket weft parks on without asking F_GETFL (made by accept, reached
+ * by no other fd: runtime/netpoll.h pd_sole) still gives EAGAIN once made
+ * non-blocking where the program's call does not go through the hooks'
+ * record: a raw syscall(), a forked or spawned child, a process it was
+ * sent to. */
+Test(dnh, nonblock_behind_the_hooks_gets_eagain, .timeout = 60)
+{
+	for (int procs = 1; procs <= 2; procs++)
+		dnh(procs, "nbbehind", NULL,
+		    "ok raw syscall\nok forked child\nok spawned child\n"
+		    "ok SCM_RIGHTS to another process\nok nbbehind\n", 30);
+}
+
 /* F_GETFL shows the program's flags (and the kernel holds them) on a G,
  * on a real thread, in a forked child and in an exec'd one. */
 Test(dnh, getfl_shows_the_programs_flags, .timeout = 60)

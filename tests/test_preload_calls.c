@@ -229,3 +229,22 @@ Test(calls, poll_wake_answers_from_event, .timeout = 300)
 	cr_expect_leq(w[0] + w[1], 202 + 30, "weft %ld poll, %ld ppoll for 202 polls: %s", w[0],
 		      w[1], R.err);
 }
+
+/* A read that waits (a park) on a socket only its fd reaches - accepted
+ * or made by socket(), never dup'ed, shared with no other process - asks
+ * no F_GETFL first: under the shim every way its O_NONBLOCK could change
+ * unseen is seen (runtime/netpoll.h pd_sole; dnh::nonblock_behind_the_
+ * hooks_gets_eagain).  Natively none; under weft the connect's own (it
+ * sets O_NONBLOCK for its one call); before: one per park, ~400 here for
+ * 200 round trips. */
+Test(calls, park_on_sole_socket_asks_no_getfl, .timeout = 300)
+{
+	if (h_asan())
+		cr_skip_test("ASan build: the launcher's LD_PRELOAD cannot put ASan first");
+	char spec[32];
+	snprintf(spec, sizeof spec, "%d:1=%d", SYS_fcntl, F_GETFL);
+	long n = counted(&N, false, spec, "echo");
+	long w = counted(&R, true, spec, "echo");
+	cr_expect_eq(n, 0, "natively %ld", n);
+	cr_expect_leq(w, 10, "weft %ld F_GETFL for 200 round trips: %s", w, R.err);
+}

@@ -38,6 +38,10 @@ void runtime_afterfork_child(void) HIDDEN;
 
 static void atfork_prepare(void)
 {
+	/* every file is the child's too (runtime/netpoll.h), from before
+	 * the child can touch one: in parent and child; again after (a
+	 * file another thread made meanwhile) */
+	pd_shared();
 	tls_forkprepare(); /* no G inside glibc's dl_iterate_phdr (tls.c) */
 	tls_forkenter();   /* glibc's fork must see the OS thread's own TCB */
 }
@@ -46,7 +50,7 @@ static void atfork_parent(void)
 {
 	tls_forkleave();
 	tls_forkdone();
-	pd_forked(); /* every file is the child's too (runtime/netpoll.h) */
+	pd_shared(); /* and a file made while the fork ran (pd_reset_sole) */
 }
 
 static void atfork_child(void)
@@ -230,26 +234,50 @@ DEFREAL(system);
 DEFREAL(popen);
 DEFREAL(pclose);
 
+/* A spawned child inherits the files not marked close-on-exec, shared
+ * with us: every file may be reached from elsewhere from now on
+ * (pd_shared, before the child exists, and after, for a file another
+ * thread made meanwhile: pd_reset_sole).  Not before the runtime starts:
+ * there are no records yet, and the caller may be a real vfork child
+ * (above), whose writes would stay in the parent. */
+static void spawn_shares(void)
+{
+	if (rt_started())
+		pd_shared();
+}
+
 HOOK int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 		     const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	return WITH_P(int, REAL(posix_spawn)(pid, path, fa, attr, argv, envp));
+	spawn_shares();
+	int r = WITH_P(int, REAL(posix_spawn)(pid, path, fa, attr, argv, envp));
+	spawn_shares();
+	return r;
 }
 
 HOOK int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
 		      const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	return WITH_P(int, REAL(posix_spawnp)(pid, file, fa, attr, argv, envp));
+	spawn_shares();
+	int r = WITH_P(int, REAL(posix_spawnp)(pid, file, fa, attr, argv, envp));
+	spawn_shares();
+	return r;
 }
 
 HOOK int system(const char *cmd)
 {
-	return WITH_P(int, BLOCKING(hook_g() != NULL, REAL(system)(cmd)));
+	spawn_shares();
+	int r = WITH_P(int, BLOCKING(hook_g() != NULL, REAL(system)(cmd)));
+	spawn_shares();
+	return r;
 }
 
 HOOK FILE *popen(const char *cmd, const char *mode)
 {
-	return stdio_popen(WITH_P(FILE *, REAL(popen)(cmd, mode)), mode);
+	spawn_shares();
+	FILE *f = WITH_P(FILE *, REAL(popen)(cmd, mode));
+	spawn_shares();
+	return stdio_popen(f, mode);
 }
 
 HOOK int pclose(FILE *f)

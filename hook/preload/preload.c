@@ -142,6 +142,9 @@ void shim_rtstart(void)
 	 * in native mode threads are real ones and have theirs anyway */
 	rt_tls_default = !shim_native;
 	rt_mutex_threadstarve = !shim_native; /* real threads: glibc's unfairness (sync.c) */
+	/* the shim sees every call that shares a file (fork.c, signal.c's
+	 * syscall, io.c's sendmsg): a sole file parks with no F_GETFL */
+	pd_soletrust = true;
 	mainbounds();
 	runtime_ensure();
 	shim_fork_init(); /* after the runtime: see fork.c */

@@ -56,6 +56,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/signalfd.h>
@@ -2401,9 +2402,31 @@ HOOK int tgkill(pid_t tgid, pid_t tid, int sig)
 	return 0;
 }
 
+/* A raw call that may change a file's O_NONBLOCK (F_SETFL, FIONBIO) or
+ * reach a file through another fd number (dup, F_DUPFD, pidfd_getfd)
+ * where the hooks do not see it. */
+static bool raw_shares(long n, long b)
+{
+	switch (n) {
+	case SYS_fcntl:
+		return b == F_SETFL || b == F_DUPFD || b == F_DUPFD_CLOEXEC;
+	case SYS_ioctl:
+		return b == FIONBIO;
+	case SYS_dup:
+	case SYS_dup2:
+	case SYS_dup3:
+	case SYS_pidfd_getfd:
+		return true;
+	}
+	return false;
+}
+
 /* syscall(2) itself, for the three calls above (a program that asks the
  * kernel for its tid directly must get the same number) and
- * pidfd_send_signal (Python makes it so); every other number goes
+ * pidfd_send_signal (Python makes it so); a raw fcntl, ioctl, dup or
+ * pidfd_getfd may change a file's O_NONBLOCK or reach it through another
+ * fd number, unseen by the hooks: every file is taken as shared from
+ * then on (runtime/netpoll.h pd_sole); every other number goes
  * straight to glibc's.  glibc's syscall takes six
  * arguments whatever the call: so do we. */
 HOOK long syscall(long n, ...)
@@ -2413,6 +2436,8 @@ HOOK long syscall(long n, ...)
 	long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);
 	long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
 	va_end(ap);
+	if (raw_shares(n, b) && rt_started())
+		pd_shared();
 	if (n == SYS_futex) /* futex.c: a G's private futex waits park it */
 		return sysret(futex_syscall(FROM_SHIM(), a, b, c, d, e, f));
 	if (n == SYS_pidfd_send_signal && active) {

@@ -14,6 +14,13 @@
  *   dnh getfl          F_GETFL shows the program's flags on a G, on a real
  *                      thread, in a forked child and in an exec'd one
  *   dnh getfl_child FD F_GETFL of an inherited fd (the exec'd child)
+ *   dnh nbbehind       an accepted socket (a file only its fd reaches: weft
+ *                      parks on it without asking F_GETFL) made
+ *                      non-blocking where the program's fcntl does not
+ *                      go through the hooks - a raw syscall(), a forked
+ *                      child, a spawned one, a process it was sent to
+ *                      with SCM_RIGHTS - gives EAGAIN to read and recv
+ *   dnh nbset FD       sets O_NONBLOCK on FD (the spawned child)
  *   dnh env            says whether this process runs under the shim and
  *                      what WEFT_MAXPROCS / WEFT_STACK_SIZE it sees
  *
@@ -26,6 +33,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -287,6 +295,136 @@ static int getfl_child(int fd)
 	return 0;
 }
 
+/* ---- O_NONBLOCK set behind the hooks -------------------------------------------------------- */
+
+extern char **environ;
+
+static void nb_expect_eagain(int s, const char *how)
+{
+	char c;
+	errno = 0;
+	if (read(s, &c, 1) != -1 || errno != EAGAIN)
+		FAIL("%s: read did not say EAGAIN (errno %d)", how, errno);
+	errno = 0;
+	if (recv(s, &c, 1, 0) != -1 || errno != EAGAIN)
+		FAIL("%s: recv did not say EAGAIN (errno %d)", how, errno);
+	printf("ok %s\n", how);
+}
+
+/* The helper that takes an fd by SCM_RIGHTS over u, makes its file
+ * non-blocking and says so; forked before the sockets are made. */
+static void nb_taker(int u)
+{
+	for (;;) {
+		char b;
+		union {
+			struct cmsghdr h;
+			char buf[CMSG_SPACE(sizeof(int))];
+		} ctl;
+		struct iovec iov = { &b, 1 };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+				    .msg_controllen = sizeof ctl.buf };
+		if (recvmsg(u, &m, 0) != 1)
+			_exit(0);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+		if (!c || c->cmsg_type != SCM_RIGHTS)
+			_exit(1);
+		int fd;
+		memcpy(&fd, CMSG_DATA(c), sizeof fd);
+		if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0)
+			_exit(1);
+		close(fd);
+		if (write(u, "k", 1) != 1)
+			_exit(1);
+	}
+}
+
+static void *nbbehind_run(void *arg)
+{
+	(void)arg;
+	int u[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, u) == 0);
+	pid_t taker = fork();
+	CHECK(taker >= 0);
+	if (taker == 0) {
+		close(u[0]);
+		nb_taker(u[1]);
+	}
+	close(u[1]);
+	int port, l = listen_any(&port);
+	for (int way = 0; way < 4; way++) {
+		int c = connect_to(port);
+		int s = accept(l, NULL, NULL);
+		CHECK(s >= 0);
+		/* a round trip first: s is known to weft, and blocking */
+		char b;
+		CHECK(write(c, "a", 1) == 1 && read(s, &b, 1) == 1 && b == 'a');
+		int fl = fcntl(s, F_GETFL);
+		CHECK(fl >= 0 && !(fl & O_NONBLOCK));
+		const char *how = "";
+		int st;
+		if (way == 0) {
+			how = "raw syscall";
+			CHECK(syscall(SYS_fcntl, s, F_SETFL, fl | O_NONBLOCK) == 0);
+		} else if (way == 1) {
+			how = "forked child";
+			pid_t pid = fork();
+			CHECK(pid >= 0);
+			if (pid == 0)
+				_exit(fcntl(s, F_SETFL, fl | O_NONBLOCK) == 0 ? 0 : 1);
+			CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		} else if (way == 2) {
+			how = "spawned child";
+			char fd[16];
+			snprintf(fd, sizeof fd, "%d", s);
+			char *argv[] = { (char *)self, "nbset", fd, NULL };
+			pid_t pid;
+			CHECK(posix_spawn(&pid, self, NULL, NULL, argv, environ) == 0);
+			CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		} else {
+			how = "SCM_RIGHTS to another process";
+			union {
+				struct cmsghdr h;
+				char buf[CMSG_SPACE(sizeof(int))];
+			} ctl;
+			memset(&ctl, 0, sizeof ctl);
+			struct iovec iov = { "s", 1 };
+			struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+					    .msg_controllen = sizeof ctl.buf };
+			struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+			h->cmsg_level = SOL_SOCKET;
+			h->cmsg_type = SCM_RIGHTS;
+			h->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(h), &s, sizeof s);
+			CHECK(sendmsg(u[0], &m, 0) == 1);
+			CHECK(read(u[0], &b, 1) == 1 && b == 'k');
+		}
+		nb_expect_eagain(s, how);
+		close(s);
+		close(c);
+	}
+	close(u[0]); /* the taker sees EOF and ends */
+	int st;
+	CHECK(waitpid(taker, &st, 0) == taker && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	printf("ok nbbehind\n");
+	return NULL;
+}
+
+/* On a thread: a program that makes none never starts weft's runtime. */
+static int nbbehind_case(void)
+{
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, nbbehind_run, NULL) == 0);
+	CHECK(pthread_join(t, NULL) == 0);
+	return 0;
+}
+
+static int nbset(int fd)
+{
+	long fl = fcntl(fd, F_GETFL);
+	return fl >= 0 && fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0 ? 0 : 1;
+}
+
 /* ---- under weft? ----------------------------------------------------------------------------- */
 
 static int env_case(void)
@@ -313,8 +451,12 @@ int main(int argc, char **argv)
 		return getfl_case();
 	if (!strcmp(c, "getfl_child") && argc > 2)
 		return getfl_child(n);
+	if (!strcmp(c, "nbbehind"))
+		return nbbehind_case();
+	if (!strcmp(c, "nbset") && argc > 2)
+		return nbset(n);
 	if (!strcmp(c, "env"))
 		return env_case();
-	fprintf(stderr, "usage: dnh stdio N | rawsys N [-q] | nonblock | getfl | env\n");
+	fprintf(stderr, "usage: dnh stdio N | rawsys N [-q] | nonblock | getfl | nbbehind | env\n");
 	return 2;
 }

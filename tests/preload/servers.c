@@ -40,6 +40,10 @@
  *           must be what a poll with no timeout says afterwards
  *           (POLLIN|POLLRDHUP|POLLHUP).  The program makes ROUNDS + 2
  *           polls itself, one of them with a zero timeout.
+ *   servers echo - a thread-per-connection echo server's steady state:
+ *           one TCP connection, ROUNDS one-byte messages echoed by a
+ *           server thread; each side's read finds nothing yet and waits
+ *           for the other's write.  The program makes no fcntl itself.
  *   servers numnames - like varnish naming each connection's addresses
  *           (VTCP_name): four threads, each ROUNDS getnameinfo with
  *           NI_NUMERICHOST|NI_NUMERICSERV and getaddrinfo of a numeric
@@ -333,6 +337,36 @@ static void case_numnames(void)
 	printf("numnames: 4 threads x %d rounds\n", ROUNDS);
 }
 
+static void *echo_srv(void *arg)
+{
+	int s = *(int *)arg;
+	char b;
+	while (read(s, &b, 1) == 1)
+		CHECK(write(s, &b, 1) == 1);
+	close(s);
+	return NULL;
+}
+
+static void case_echo(void)
+{
+	int l = listener(&caddr);
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(c >= 0 && connect(c, (struct sockaddr *)&caddr, sizeof caddr) == 0);
+	int s = accept(l, NULL, NULL);
+	CHECK(s >= 0);
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, echo_srv, &s) == 0);
+	for (int i = 0; i < ROUNDS; i++) {
+		char b = (char)('a' + i % 26), e;
+		CHECK(write(c, &b, 1) == 1);
+		CHECK(read(c, &e, 1) == 1 && e == b);
+	}
+	close(c);
+	CHECK(pthread_join(t, NULL) == 0);
+	close(l);
+	printf("echo: %d rounds\n", ROUNDS);
+}
+
 /* The case runs on a thread of its own: a program that never makes one
  * never starts weft's runtime (docs/preload.md). */
 static void *run(void *arg)
@@ -354,6 +388,8 @@ static void *run(void *arg)
 		case_numnames();
 	else if (strcmp(name, "pollwake") == 0)
 		case_pollwake();
+	else if (strcmp(name, "echo") == 0)
+		case_echo();
 	else
 		FAIL("no case %s", name);
 	return NULL;
