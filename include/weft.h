@@ -86,7 +86,10 @@ WEFT_API void weft_unlock_thread(void);
 /* Bracket a call that may block the OS thread and that weft does not
  * hook (a raw system call, a blocking library): if it takes longer than
  * 20 us, sysmon hands this G's P to another OS thread so the other Gs
- * keep running (Go's entersyscall/exitsyscall).  No effect outside a G.
+ * keep running (Go's entersyscall/exitsyscall); after a run of such calls
+ * that all ended within sysmon's round, it looks less often, so a call
+ * that then blocks is handed on up to 10 ms after it began, as in Go.
+ * No effect outside a G.
  * errno is preserved by both. */
 WEFT_API void weft_blocking_enter(void);
 WEFT_API void weft_blocking_exit(void);

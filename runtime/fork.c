@@ -65,6 +65,7 @@ static void resetp(struct p *pp)
 	atomic_store_explicit(&pp->insyscall, 0, memory_order_relaxed);
 	pp->sm_when = 0;
 	pp->sm_preempt = 0;
+	pp->sm_watched = false;
 }
 
 /* fd state: waiters were other Gs; registrations were with the old epoll. */

@@ -122,20 +122,40 @@ long kwait_syscall(long nr, long a, long b, long c, long d, long e, long f)
  * si_code (the kernel refuses that only across processes). */
 static const char kick_mark;
 
+/* This process's pid as the last kick found it (0: not yet).  Kept
+ * rather than asked per kick (a getpid per kick: 0.1 system calls per
+ * request in apache).  A child of fork - made by any path, a raw clone
+ * too - starts with its parent's: the kernel refuses that pair (the
+ * child's thread is not in the parent's thread group: ESRCH, nothing
+ * sent), and the kick asks again.  Relaxed: any value read is either
+ * right or refused. */
+static _Atomic int kick_pid;
+
 void kwait_sigsend(int tid, int sig)
 {
 	siginfo_t si;
 	memset(&si, 0, sizeof si);
-	int pid = (int)sys3(SYS_getpid, 0, 0, 0);
 	si.si_signo = sig;
 	si.si_code = SI_QUEUE;
-	si.si_pid = pid;
 	si.si_value.sival_ptr = (void *)&kick_mark;
-	(void)sys4(SYS_rt_tgsigqueueinfo, pid, tid, sig, &si);
+	int pid = atomic_load_explicit(&kick_pid, memory_order_relaxed);
+	for (int fresh = pid == 0;; fresh = 1) {
+		if (fresh) {
+			int now = (int)sys3(SYS_getpid, 0, 0, 0);
+			if (now == pid) /* the pid was right: tid has gone */
+				return;
+			pid = now;
+			atomic_store_explicit(&kick_pid, pid, memory_order_relaxed);
+		}
+		si.si_pid = pid;
+		if (sys4(SYS_rt_tgsigqueueinfo, pid, tid, sig, &si) != -ESRCH || fresh)
+			return;
+	}
 }
 
-static bool is_kick(const siginfo_t *si)
+bool kwait_iskick(const void *siv)
 {
+	const siginfo_t *si = siv;
 	return si && si->si_code == SI_QUEUE && si->si_value.sival_ptr == (void *)&kick_mark;
 }
 
@@ -149,7 +169,7 @@ void (*rt_kicktid)(int tid) = kick_urg;
 
 bool kwait_onsignal(void *siv, void *ucv)
 {
-	bool kick = is_kick(siv);
+	bool kick = kwait_iskick(siv);
 	struct m *m = getm();
 	if (!m)
 		return kick;

@@ -459,6 +459,7 @@ struct p {
 	int64_t sm_lent;          /* when sysmon last lent a spare for this P */
 	int64_t sm_kick;          /* when sysmon saw this P's kernel wait asked to end (0: not) */
 	bool sm_rekick;           /* sysmon sent that wait its kick again (kwait_rekick) */
+	bool sm_watched;          /* a blocking call with Gs behind it, seen last round */
 	int64_t sm_statnext;      /* no /proc read of the owner's thread state before this */
 	int64_t sm_statgap;       /* the back-off after a read that did not say S (0: none) */
 	int64_t sm_statlast;      /* when a read last did not say S (0: never) */
@@ -685,6 +686,8 @@ extern void (*rt_kicktid)(int tid);
 /* Send sig to thread tid of this process marked as a kick (kwait_onsignal
  * knows it by its siginfo). */
 void kwait_sigsend(int tid, int sig);
+/* Is this siginfo a kick's (kwait_sigsend's mark)? */
+bool kwait_iskick(const void *si);
 
 /* Runtime entry from user code on a G (rt_enter's slow part). */
 void enterruntime(struct m *m);

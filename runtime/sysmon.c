@@ -13,12 +13,17 @@
  *   - polls the network if nobody has for 10 ms;
  *   - prints the schedtrace line (WEFT_DEBUG=schedtrace=<ms>);
  *   - about once a second, unmaps stack chunks the pool no longer needs.
- * It sleeps 20 us between rounds while it finds work or a P sits in a
- * blocking call with Gs waiting behind it; otherwise twice as long each
- * round, up to 10 ms; and outright while every P is idle (acquirep wakes
- * it), or after 50 ms in which every P was idle or waiting in the kernel
- * with nothing behind it and the netpoller watched (the end of such a
- * wait wakes it too).  weft_stats().sysmon_wakeups counts its rounds.
+ * It sleeps 20 us between rounds while it finds work; otherwise twice as
+ * long each round, up to 10 ms, but no longer than the watch gap while a
+ * P sits in a blocking call with Gs waiting behind it; and outright while
+ * every P is idle (acquirep wakes it), or after 50 ms in which every P
+ * was idle or waiting in the kernel with nothing behind it and the
+ * netpoller watched (the end of such a wait wakes it too).  The watch
+ * gap learns how long the calls are: twice as long (up to 10 ms) after
+ * each round whose watched calls had all ended by it, half as long (down
+ * to 20 us) after one that found a watched call still in it
+ * (watchgap_learn).
+ * weft_stats().sysmon_wakeups counts its rounds.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -237,11 +242,40 @@ static bool allpquiet(void)
 	return true;
 }
 
+/* What a round saw of the blocking calls with Gs behind them. */
+struct watch {
+	int n;      /* Ps in such a call, not yet long enough to be handed
+		     * on: the next round decides, at most the watch gap later */
+	int ended;  /* calls watched last round that had ended by this one */
+	int lasted; /* ... that had not: still the same call */
+};
+
+/* The watch gap after a round (struct watch).  A server whose Gs make
+ * file calls (stat, open, pread: apache's every request) has a P in a
+ * blocking call with Gs behind it in most rounds, and at a fixed 20 us
+ * pace sysmon woke ~0.5 times per request (a clock_nanosleep each, and
+ * the CPU-clock and /proc reads of the rounds) to find the call ended by
+ * itself.  So each round whose watched calls all ended doubles the gap,
+ * up to SYSMON_MAX_NS, Go's sysmon's longest sleep; a round that finds a
+ * watched call still in it (a read that blocks; or a short call whose
+ * thread the kernel preempted, which on a busy CPU is frequent, so not
+ * straight back to 20 us) halves it, down to 20 us: a program whose
+ * calls block gets back to the 20-40 us hand-off within a few calls.
+ * The cost: the first call that blocks after a run of short ones is
+ * handed on up to 10 ms after it began (Go's sysmon: the same, once
+ * idle), the next up to 5 ms, and so on. */
+static int64_t watchgap_learn(int64_t gap, const struct watch *w)
+{
+	if (w->lasted)
+		return gap / 2 > SYSMON_MIN_NS ? gap / 2 : SYSMON_MIN_NS;
+	if (w->ended)
+		return gap * 2 < SYSMON_MAX_NS ? gap * 2 : SYSMON_MAX_NS;
+	return gap;
+}
+
 /* Lend capacity around stuck Ms; returns how many Ps were lent or asked
- * to yield.  *watch: how many Ps sit in a blocking call with Gs waiting
- * behind them, not yet long enough to be handed on (the next round
- * decides: sysmon keeps its 20 us pace for them). */
-static int retake(int64_t now, int *watch)
+ * to yield.  *w: the blocking calls watched (struct watch). */
+static int retake(int64_t now, struct watch *w)
 {
 	int n = 0;
 	int32_t np = atomic_load(&sched.npidle);
@@ -261,6 +295,10 @@ static int retake(int64_t now, int *watch)
 			/* (a retired P keeps no timers: proc.c hands them
 			 * to P 0; an idle P's are the netpoller's) */
 			pp->sm_when = 0;
+			if (pp->sm_watched) { /* its M let go: the call ended */
+				pp->sm_watched = false;
+				w->ended++;
+			}
 			continue;
 		}
 		/* timers the owner is not getting to (it runs one G without a
@@ -276,6 +314,14 @@ static int retake(int64_t now, int *watch)
 		uint32_t tick = insys ? atomic_load_explicit(&pp->syscalltick, memory_order_relaxed)
 				      : atomic_load_explicit(&pp->schedtick, memory_order_relaxed);
 		uint32_t *seen = insys ? &pp->sm_syscalltick : &pp->sm_schedtick;
+		if (pp->sm_watched) {
+			/* a call watched last round: still the same one? */
+			pp->sm_watched = false;
+			if (insys && tick == pp->sm_syscalltick && pp->sm_when != 0)
+				w->lasted++;
+			else
+				w->ended++;
+		}
 		if (*seen != tick || pp->sm_when == 0) {
 			/* a new G run (or call): a yield asked of the one
 			 * before is moot, and must not make the next G that
@@ -289,14 +335,17 @@ static int retake(int64_t now, int *watch)
 			pp->sm_cpuwhen = 0;
 			pp->sm_kick = 0;
 			pp->sm_rekick = false;
-			if (insys && (haswork(pp, now) || atomic_load(&sched.runqsize) != 0))
-				(*watch)++;
+			if (insys && (haswork(pp, now) || atomic_load(&sched.runqsize) != 0)) {
+				w->n++;
+				pp->sm_watched = true;
+			}
 			continue;
 		}
 		if (!haswork(pp, now) && atomic_load(&sched.runqsize) == 0)
 			continue; /* nobody waits behind it */
 		if (now - pp->sm_when < SYSCALL_RETAKE_NS) {
-			*watch += insys;
+			w->n += insys;
+			pp->sm_watched = insys;
 			continue;
 		}
 		/* a kernel wait (kwait.c) with Gs behind it: asked to end, its
@@ -436,20 +485,11 @@ static void *sysmon(void *arg)
 {
 	(void)arg;
 	int64_t delay = SYSMON_MIN_NS;
-	int idle = 0;
+	int64_t watchgap = SYSMON_MIN_NS; /* watchgap_learn */
 	int64_t start = nanotime(), lasttrace = start, lastscavenge = start;
 	int64_t quietsince = 0; /* since when allpquiet (0: not now) */
 	bool scavenge_pending = false;
 	for (;;) {
-		/* 20 us while something is or may be stuck; else twice as
-		 * long every round, up to 10 ms (Go's sysmon keeps 20 us for
-		 * 50 idle rounds first: ~60 wakeups after every handoff) */
-		if (idle == 0)
-			delay = SYSMON_MIN_NS;
-		else
-			delay *= 2;
-		if (delay > SYSMON_MAX_NS)
-			delay = SYSMON_MAX_NS;
 		usleep_ns(delay);
 		atomic_fetch_add_explicit(&sched.nsysmonwake, 1, memory_order_relaxed);
 		int64_t now = nanotime();
@@ -484,10 +524,8 @@ static void *sysmon(void *arg)
 				lock(&sched.lock);
 				atomic_store(&sched.sysmonwait, 0);
 				unlock(&sched.lock);
-				if (woken) { /* something runs: watch it afresh */
-					idle = 0;
+				if (woken) /* something runs: watch it afresh */
 					quietsince = 0;
-				}
 				now = nanotime();
 				atomic_store_explicit(&coarsenow, now, memory_order_relaxed);
 			} else {
@@ -505,11 +543,21 @@ static void *sysmon(void *arg)
 			struct g *list = netpoll(0);
 			injectglist(list);
 		}
-		int watch = 0;
-		if (retake(now, &watch) || watch)
-			idle = 0;
-		else
-			idle++;
+		/* the next sleep: 20 us after a round that did something;
+		 * else twice as long as the last, up to 10 ms (Go's sysmon
+		 * keeps 20 us for 50 idle rounds first: ~60 wakeups after
+		 * every handoff), and no longer than the watch gap while a
+		 * blocking call with Gs behind it is watched */
+		struct watch w = { 0, 0, 0 };
+		int done = retake(now, &w);
+		watchgap = watchgap_learn(watchgap, &w);
+		if (done) {
+			delay = SYSMON_MIN_NS;
+		} else {
+			delay = delay * 2 < SYSMON_MAX_NS ? delay * 2 : SYSMON_MAX_NS;
+			if (w.n && delay > watchgap)
+				delay = watchgap;
+		}
 		if (now - lastscavenge >= SCAVENGE_NS) {
 			lastscavenge = now;
 			scavenge_pending = stack_scavenge();

@@ -248,3 +248,33 @@ Test(calls, park_on_sole_socket_asks_no_getfl, .timeout = 300)
 	cr_expect_eq(n, 0, "natively %ld", n);
 	cr_expect_leq(w, 10, "weft %ld F_GETFL for 200 round trips: %s", w, R.err);
 }
+
+/* A kick that ends a kernel wait (runtime/kwait.c) makes three system
+ * calls: the sender's rt_tgsigqueueinfo, and on the waiting thread the
+ * handler's rt_sigreturn and the wait's rt_sigpending.  It no longer
+ * asks getpid per kick (the pid is kept, asked again only after a fork:
+ * the kernel refuses a stale one), nor the handler gettid (a kick never
+ * goes to the shim's signal thread).  200 rounds in which a posted
+ * semaphore readies a G while one P waits in poll in the kernel and the
+ * other spins; before: a getpid and a gettid per kick */
+Test(calls, kick_asks_no_pid, .timeout = 300)
+{
+	if (h_asan())
+		cr_skip_test("ASan build: the launcher's LD_PRELOAD cannot put ASan first");
+	char getpid_s[16], gettid_s[16], kick_s[16];
+	snprintf(getpid_s, sizeof getpid_s, "%d", SYS_getpid);
+	snprintf(gettid_s, sizeof gettid_s, "%d", SYS_gettid);
+	snprintf(kick_s, sizeof kick_s, "%d", SYS_rt_tgsigqueueinfo);
+	const char *spec[] = { getpid_s, gettid_s, kick_s };
+	long n[3], w[3];
+	counted_n(&N, false, spec, 3, "kicks", NULL, n);
+	counted_n(&R, true, spec, 3, "kicks", NULL, w);
+	cr_expect_eq(n[0] + n[2], 0, "natively %ld getpid, %ld rt_tgsigqueueinfo", n[0], n[2]);
+	/* kicks: most rounds (a round whose G an idle P or a spinning M
+	 * took sends none); getpid and gettid: a few at start-up (each M
+	 * asks its tid once) */
+	cr_expect_geq(w[2], 50, "weft %ld kicks in 200 rounds: %s", w[2], R.err);
+	cr_expect_leq(w[0], 5, "weft %ld getpid for %ld kicks: %s", w[0], w[2], R.err);
+	cr_expect_leq(w[1], n[1] + 20, "weft %ld gettid for %ld kicks (natively %ld): %s", w[1],
+		      w[2], n[1], R.err);
+}

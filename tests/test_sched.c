@@ -1053,6 +1053,92 @@ Test(sched, blocking_call_hands_off_p, .timeout = 30)
 	cr_assert_eq(WEXITSTATUS(c.status), 0, "exit %d, stderr: %s", WEXITSTATUS(c.status), c.err);
 }
 
+/* ---- sysmon learns that blocking calls are short ------------------------------- */
+
+/* A G making short blocking calls back to back (30 us of CPU each,
+ * bracketed as a raw system call would be; a yield every 8) with another
+ * G queued behind it on the only P: each call ends before sysmon's next
+ * round (its 20 us sleep lasts 50 us more: timer slack), so its watch
+ * gap grows to 10 ms
+ * instead of a round every 20 us while a call is watched (as apache's
+ * file calls, every request, kept it).  Then one
+ * call that blocks for good (a raw read of a pipe) is still handed on:
+ * the G behind it runs on a spare and writes what it reads. */
+#define SHORT_NS (500 * 1000 * 1000) /* of short calls */
+static _Atomic int sc_phase; /* 1: short calls; 2: in the long call */
+static int scfd[2];
+static weft_stats_t sc_a, sc_b;
+static int64_t thread_cpu_ns(void);
+static int64_t sc_ms, sc_calls;
+
+static void short_caller(void *arg)
+{
+	(void)arg;
+	weft_stats(&sc_a);
+	int64_t t0 = now_ns();
+	while (now_ns() - t0 < SHORT_NS) {
+		weft_blocking_enter();
+		int64_t until = thread_cpu_ns() + 30000;
+		while (thread_cpu_ns() < until)
+			;
+		weft_blocking_exit();
+		if (++sc_calls % 8 == 0)
+			weft_yield(); /* the G behind it runs */
+	}
+	weft_stats(&sc_b);
+	sc_ms = (now_ns() - t0) / 1000000;
+	char c;
+	atomic_store(&sc_phase, 2);
+	weft_blocking_enter();
+	long r = syscall(SYS_read, scfd[0], &c, 1); /* raw: blocks P 0's M */
+	weft_blocking_exit();
+	if (r != 1)
+		abort();
+	weft_wg_done(&wg_all);
+}
+
+static int short_calls_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	if (syscall(SYS_pipe2, scfd, 0))
+		return 30;
+	atomic_store(&sc_phase, 1);
+	weft_wg_add(&wg_all, 1);
+	weft_go(short_caller, NULL);
+	/* queued behind the caller all along; runs during its long call
+	 * only on a P sysmon hands on */
+	while (atomic_load(&sc_phase) != 2)
+		weft_yield();
+	if (syscall(SYS_write, scfd[1], "x", 1) != 1)
+		return 31;
+	weft_wg_wait(&wg_all);
+	int64_t rounds = sc_b.sysmon_wakeups - sc_a.sysmon_wakeups;
+	fprintf(stderr, "%lld short calls in %lld ms: %lld sysmon rounds\n", (long long)sc_calls,
+		(long long)sc_ms, (long long)rounds);
+	/* learnt: ~10 rounds to grow to 10 ms, then ~one per 10 ms, and a
+	 * few more after each call the kernel preempted (it outlasts a
+	 * round: the gap halves): 23-46 in 300 ms at load 10-90, 38-39 run
+	 * SCHED_FIFO (as on a quiet machine).  Before: a round every 20 us
+	 * plus the sleep's slack while calls were watched: 717-1,047 in
+	 * 300 ms SCHED_FIFO.  A loaded machine hides it (54-595 in 500 ms
+	 * at load 10): the kernel preempts calls, which then outlast a
+	 * round and are handed on, emptying the P's queue */
+	return rounds <= 30 + sc_ms / 4 ? 0 : 32;
+}
+
+static int short_calls_child(void)
+{
+	return weft_main(short_calls_body, 0, NULL);
+}
+
+Test(sched, short_blocking_calls_slow_sysmon, .timeout = 60)
+{
+	struct child c;
+	run_child(&c, env_procs1, short_calls_child, 30);
+	cr_assert(WIFEXITED(c.status), "status %d (hung?), stderr: %s", c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "exit %d, stderr: %s", WEXITSTATUS(c.status), c.err);
+}
+
 /* ---- a retired spare P leaves its timers to a live one ------------------------- */
 
 /* Gs that go to sleep on a spare P (lent while P 0's M is blocked in a

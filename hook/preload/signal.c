@@ -217,7 +217,10 @@ static void on_weft(int sig, siginfo_t *si, void *ucv)
 	(void)sig;
 	int e = errno_get();
 	ucontext_t *uc = ucv;
-	if (gettid_() == atomic_load(&sigtid)) {
+	/* a kick is sent to an M in a kernel wait, never to the signal
+	 * thread: known without a gettid (kicks come with Gs readied while
+	 * no P is idle, a system call each counted) */
+	if (!kwait_iskick(si) && gettid_() == atomic_load(&sigtid)) {
 		/* pgen before pbits: setp stores pbits, then bumps pgen, so
 		 * the mask read after seeing g is g's or a newer one, and
 		 * 'applied = g' never claims a mask older than g */

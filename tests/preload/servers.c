@@ -51,6 +51,14 @@
  *           the others are runnable meanwhile.  The program makes no
  *           futex or clone call itself but the four threads' start and
  *           join.
+ *   servers kicks - a G readied while no P is idle ends another
+ *           thread's poll that waits in the kernel (a kick, runtime/
+ *           kwait.c): a spinning thread (never parks, so it keeps its P)
+ *           waits until the kernel says a thread sits in poll (or
+ *           100 looks: under weft it may have parked instead), then
+ *           posts a semaphore; the thread it wakes writes the pipe that
+ *           poll waits for.  ROUNDS times.  The program makes no getpid
+ *           itself.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -65,6 +73,10 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <sched.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -327,6 +339,84 @@ static void case_pollwake(void)
 	printf("pollwake: %d rounds\n", ROUNDS);
 }
 
+static sem_t ksem;
+static int kpipe[2];
+static _Atomic int kreads; /* bytes kwaiter read */
+
+static void *kposted(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < ROUNDS; i++) {
+		CHECK(sem_wait(&ksem) == 0);
+		CHECK(write(kpipe[1], "k", 1) == 1);
+	}
+	return NULL;
+}
+
+static void *kwaiter(void *arg)
+{
+	(void)arg;
+	char b;
+	for (int i = 0; i < ROUNDS; i++) {
+		struct pollfd p = { kpipe[0], POLLIN, 0 };
+		CHECK(poll(&p, 1, -1) == 1);
+		CHECK(read(kpipe[0], &b, 1) == 1);
+		atomic_fetch_add(&kreads, 1);
+	}
+	return NULL;
+}
+
+/* Does some thread of ours sit in poll or ppoll (/proc/self/task/ * /
+ * syscall: the number of the call it is blocked in)? */
+static bool one_in_poll(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	CHECK(d != NULL);
+	bool found = false;
+	struct dirent *e;
+	while (!found && (e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		char path[300], buf[64];
+		snprintf(path, sizeof path, "/proc/self/task/%s/syscall", e->d_name);
+		int fd = open(path, O_RDONLY);
+		if (fd < 0)
+			continue;
+		ssize_t n = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		if (n > 0) {
+			buf[n] = 0;
+			long nr = strtol(buf, NULL, 10);
+			found = nr == SYS_poll || nr == SYS_ppoll;
+		}
+	}
+	closedir(d);
+	return found;
+}
+
+static void case_kicks(void)
+{
+	CHECK(sem_init(&ksem, 0, 0) == 0);
+	CHECK(pipe(kpipe) == 0);
+	pthread_t t[2];
+	CHECK(pthread_create(&t[0], NULL, kposted, NULL) == 0);
+	CHECK(pthread_create(&t[1], NULL, kwaiter, NULL) == 0);
+	for (int i = 0; i < ROUNDS; i++) {
+		/* the waiter is back in its poll, in the kernel (or has
+		 * parked on weft's netpoller instead: a P had other work when
+		 * it polled, e.g. this thread asked to yield as a hog; then no
+		 * kick this round, rather than spin for good) */
+		while (atomic_load(&kreads) < i)
+			; /* spin: this thread never parks */
+		for (int k = 0; k < 100 && !one_in_poll(); k++)
+			;
+		CHECK(sem_post(&ksem) == 0);
+	}
+	for (int i = 0; i < 2; i++)
+		CHECK(pthread_join(t[i], NULL) == 0);
+	printf("kicks: %d rounds\n", ROUNDS);
+}
+
 static void case_numnames(void)
 {
 	pthread_t t[4];
@@ -390,6 +480,8 @@ static void *run(void *arg)
 		case_pollwake();
 	else if (strcmp(name, "echo") == 0)
 		case_echo();
+	else if (strcmp(name, "kicks") == 0)
+		case_kicks();
 	else
 		FAIL("no case %s", name);
 	return NULL;
