@@ -36,10 +36,11 @@
 # another machine takes none; pinned, each side has a CPU of its own.
 # MDB_LOGS=DIR: each run's server log kept as DIR/MODE-THREADS.log (the
 # schedtrace lines of MDB_SCHEDTRACE=1 among them).
-# MDB_WARMUP=S: also the server's CPU per transaction after the first S
-# seconds of each run (connection set-up and MariaDB's allocators warming
-# up inflate a short run's; sysbench's per-second counts give the
-# transactions after S).
+# MDB_WARMUP=S: also the server's CPU per transaction after sysbench's
+# first S seconds (connection set-up and MariaDB's allocators warming up
+# inflate a short run's; sysbench's per-second counts give the
+# transactions after S, the server's CPU is read when second S is
+# reported).
 # MDB_PERF=1: perf record (cpu-clock) on the server over the run, and the
 # line is followed by its top symbols (object, symbol, share of samples).
 #
@@ -136,7 +137,6 @@ for n in $threads; do
 		sb --threads="$n" --time="$secs" --report-interval=$([ "$warm" -gt 0 ] && echo 1 || echo 0) \
 			run >"$d/run.out" 2>&1 &
 		cpid=$!
-		t0=$(date +%s)
 		cpuw=
 		ppid=
 		rm -f "$d/perf.out"
@@ -155,9 +155,11 @@ for n in $threads; do
 		while kill -0 "$cpid" 2>/dev/null; do
 			t=$(awk '/^Threads:/ { print $2 }' /proc/"$spid"/status 2>/dev/null)
 			[ -n "$t" ] && [ "$t" -gt "$maxt" ] && maxt=$t
-			[ "$warm" -gt 0 ] && [ -z "$cpuw" ] && [ $(($(date +%s) - t0)) -ge "$warm" ] &&
+			# at sysbench's report of second S (its clock starts once
+			# every client has connected), within the 0.2 s of a look
+			[ "$warm" -gt 0 ] && [ -z "$cpuw" ] && grep -q "^\[ *${warm}s \]" "$d/run.out" &&
 				cpuw=$(awk '{ print $14 + $15 }' /proc/"$spid"/stat 2>/dev/null)
-			sleep 0.5
+			sleep "$([ "$warm" -gt 0 ] && echo 0.2 || echo 0.5)"
 		done
 		wait "$cpid"
 		[ -n "$ppid" ] && { kill -INT "$ppid"; wait "$ppid"; }
