@@ -158,7 +158,8 @@ static inline void hook_safepoint(struct g *gp)
 /* Turns (proc.c rt_turn): a G that sends marks it; a receive that then
  * brings data is a request boundary of a server's connection, where a G
  * that has held its P for the quantum gives way.  The hooks' one check on
- * a receive's fast path is the load of the G's flag; a send stores it. */
+ * a receive's fast path is the load of the G's flag (and, set, of the
+ * quantum: turns off, no call); a send stores it. */
 static inline void hook_sent(struct g *gp)
 {
 	gp->turnsent = true;
@@ -168,7 +169,7 @@ static inline long hook_recvd(long r)
 {
 	if (r > 0) {
 		struct g *gp = getg();
-		if (gp && unlikely(gp->turnsent))
+		if (gp && unlikely(gp->turnsent) && weftenv.turn_ns)
 			rt_turn(getm(), gp);
 	}
 	return r;
