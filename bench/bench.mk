@@ -55,6 +55,17 @@ $(BUILD)/bench/siglat: bench/siglat.c
 	@mkdir -p $(@D)
 	$(CC) -O2 -g -Wall -Wextra -Werror -std=gnu11 -pthread $< -o $@
 
+# A plain pthread program: a thread-per-connection server's request
+# latency, natively and under the shim (bench/turnmodel.sh; docs/design.md,
+# "Turns")
+$(BUILD)/bench/turnmodel: bench/turnmodel.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -g -Wall -Wextra -Werror -std=gnu11 -pthread $< -o $@
+
+.PHONY: bench-turnmodel
+bench-turnmodel: $(PRELOAD_SO) $(LAUNCHER) $(BUILD)/bench/turnmodel
+	BUILD=$(BUILD) bench/turnmodel.sh $(TM_CONNS)
+
 # The Go and Boost peers need their toolchains: install what is missing
 # (make bench's own tier does it first; this covers building a peer alone).
 # loadgen and the echo servers need nothing more, so make demo installs no

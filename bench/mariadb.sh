@@ -9,13 +9,16 @@
 # Modes: native; weft (weft run, its default: each thread its own TLS);
 # weft-nokeep (the same with WEFT_DEBUG=g0keep=0: the scheduler on its own
 # TLS, two FS loads per trip through it); weft-idlepoll (WEFT_DEBUG=pollgap=0:
-# only idle Ps and sysmon poll the netpoller, as before session 10); shared (weft run with
+# only idle Ps and sysmon poll the netpoller, as before session 10); weft-turn
+# (WEFT_DEBUG=turn=$MDB_TURN, default 200: a connection's G that finds its next
+# request there gives way once it has run that many us; docs/design.md,
+# "Turns"); weft-noturn (WEFT_DEBUG=turn=0: never); shared (weft run with
 # WEFT_TLS=shared); wnative (weft run with WEFT_PTHREADS=native: real
 # threads on weft's pthread locks); pool (thread_handling=pool-of-threads).
 # MDB_WEFT_DEBUG: WEFT_DEBUG for the weft modes (e.g. kwait=0).
 # MDB_SCHEDTRACE=1: the weft modes run with schedtrace, and the line shows
-# per transaction the G switches (G->G, G->scheduler, scheduler->G) and
-# the FS base loads, from the server's last SCHED line.  MDB_STRACE=1: the
+# per transaction the G switches (G->G, G->scheduler, scheduler->G), the
+# FS base loads and the turns, from the server's last SCHED line.  MDB_STRACE=1: the
 # server runs under strace -c -f and the line shows its system calls per
 # transaction (strace slows it: compare the counts, not the tps).
 #
@@ -33,6 +36,11 @@
 # another machine takes none; pinned, each side has a CPU of its own.
 # MDB_LOGS=DIR: each run's server log kept as DIR/MODE-THREADS.log (the
 # schedtrace lines of MDB_SCHEDTRACE=1 among them).
+# MDB_WARMUP=S: also the server's CPU per transaction after sysbench's
+# first S seconds (connection set-up and MariaDB's allocators warming up
+# inflate a short run's; sysbench's per-second counts give the
+# transactions after S, the server's CPU is read when second S is
+# reported).
 # MDB_PERF=1: perf record (cpu-clock) on the server over the run, and the
 # line is followed by its top symbols (object, symbol, share of samples).
 #
@@ -60,6 +68,8 @@ done
 [ "$(id -u)" = 0 ] || { echo "mariadb: skipped (needs root to run mariadbd as root)"; exit 0; }
 weft=$(cd "$(dirname "$0")/.." && pwd)/$BUILD/bin/weft
 wdebug=${MDB_WEFT_DEBUG:-}
+turn=${MDB_TURN:-200}
+warm=${MDB_WARMUP:-0}
 [ "${MDB_SCHEDTRACE:-0}" = 1 ] && wdebug=${wdebug:+$wdebug,}schedtrace=1000
 d=$(mktemp -d /tmp/weft-mdb.XXXXXX)
 spid=
@@ -85,6 +95,8 @@ start() { # start MODE
 	weft) pre=(env WEFT_DEBUG="$wdebug" "$weft" run --procs "$procs" --) ;;
 	weft-nokeep) pre=(env WEFT_DEBUG="${wdebug:+$wdebug,}g0keep=0" "$weft" run --procs "$procs" --) ;;
 	weft-idlepoll) pre=(env WEFT_DEBUG="${wdebug:+$wdebug,}pollgap=0" "$weft" run --procs "$procs" --) ;;
+	weft-turn) pre=(env WEFT_DEBUG="${wdebug:+$wdebug,}turn=$turn" "$weft" run --procs "$procs" --) ;;
+	weft-noturn) pre=(env WEFT_DEBUG="${wdebug:+$wdebug,}turn=0" "$weft" run --procs "$procs" --) ;;
 	shared) pre=(env WEFT_TLS=shared "$weft" run --procs "$procs" --) ;;
 	wnative) pre=(env WEFT_PTHREADS=native "$weft" run --procs "$procs" --) ;;
 	pool) extra=(--thread-handling=pool-of-threads) ;;
@@ -122,8 +134,10 @@ for n in $threads; do
 		fi
 		cpu0=$(awk '{ print $14 + $15 }' /proc/"$spid"/stat 2>/dev/null)
 		ss0=$(schedstat "$spid")
-		sb --threads="$n" --time="$secs" --report-interval=0 run >"$d/run.out" 2>&1 &
+		sb --threads="$n" --time="$secs" --report-interval=$([ "$warm" -gt 0 ] && echo 1 || echo 0) \
+			run >"$d/run.out" 2>&1 &
 		cpid=$!
+		cpuw=
 		ppid=
 		rm -f "$d/perf.out"
 		if [ "${MDB_SYSCALLS:-0}" = 1 ] && command -v perf >/dev/null; then
@@ -141,7 +155,11 @@ for n in $threads; do
 		while kill -0 "$cpid" 2>/dev/null; do
 			t=$(awk '/^Threads:/ { print $2 }' /proc/"$spid"/status 2>/dev/null)
 			[ -n "$t" ] && [ "$t" -gt "$maxt" ] && maxt=$t
-			sleep 0.5
+			# at sysbench's report of second S (its clock starts once
+			# every client has connected), within the 0.2 s of a look
+			[ "$warm" -gt 0 ] && [ -z "$cpuw" ] && grep -q "^\[ *${warm}s \]" "$d/run.out" &&
+				cpuw=$(awk '{ print $14 + $15 }' /proc/"$spid"/stat 2>/dev/null)
+			sleep "$([ "$warm" -gt 0 ] && echo 0.2 || echo 0.5)"
 		done
 		wait "$cpid"
 		[ -n "$ppid" ] && { kill -INT "$ppid"; wait "$ppid"; }
@@ -162,6 +180,12 @@ for n in $threads; do
 		[ -n "${cpu0:-}" ] && [ -n "${cpu1:-}" ] && [ "${tx:-0}" -gt 0 ] &&
 			awk -v a="$cpu0" -v b="$cpu1" -v tx="$tx" -v hz="$(getconf CLK_TCK)" \
 				'BEGIN { printf "         server CPU per transaction: %.1f us\n", (b - a) / hz * 1e6 / tx }'
+		# MDB_WARMUP=S: the same after S seconds (transactions from the
+		# per-second reports: "[ 7s ] thds: N tps: T ...")
+		[ -n "${cpuw:-}" ] && [ -n "${cpu1:-}" ] &&
+			awk -v a="$cpuw" -v b="$cpu1" -v w="$warm" -v hz="$(getconf CLK_TCK)" '
+				/^\[ *[0-9]+s \]/ { t = $2; sub(/s/, "", t); if (t + 0 > w) tx += $7 }
+				END { if (tx > 0) printf "         server CPU per transaction after %ds: %.1f us\n", w, (b - a) / hz * 1e6 / tx }' "$d/run.out"
 		# schedstat (ns on a CPU, ns waiting on a run queue, slices), summed
 		# over the threads alive at each end (threads that ended between are
 		# not counted: the server keeps its threads for the run)
@@ -185,9 +209,11 @@ for n in $threads; do
 			perf report -q -i "$d/perf-$m-$n.data" --no-children --sort dso,sym 2>/dev/null |
 			awk 'NF && $1 ~ /%$/' | head -25 | sed 's/^/         /'
 		# per transaction, from the last SCHED line (counts since start)
-		grep SCHED "$d/server.log" | tail -1 | sed 's/.*switches=/switches=/' |
-			awk -F'[=/ ]' -v tx="${tx:-0}" 'tx > 0 && NF >= 6 {
-				printf "         per transaction: switches G->G %.2f G->sched %.2f sched->G %.2f, FS loads %.2f\n",
-					$2 / tx, $3 / tx, $4 / tx, $6 / tx }'
+		grep SCHED "$d/server.log" | tail -1 | awk -v tx="${tx:-0}" '
+			tx > 0 && match($0, /switches=[0-9]+\/[0-9]+\/[0-9]+ fsloads=[0-9]+/) {
+				split(substr($0, RSTART, RLENGTH), f, /[=\/ ]/)
+				t = match($0, /turns=[0-9]+/) ? sprintf(", turns %.3f", substr($0, RSTART + 6, RLENGTH - 6) / tx) : ""
+				printf "         per transaction: switches G->G %.2f G->sched %.2f sched->G %.2f, FS loads %.2f%s\n",
+					f[2] / tx, f[3] / tx, f[4] / tx, f[6] / tx, t }'
 	done
 done

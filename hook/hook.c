@@ -220,6 +220,8 @@ int io_begin(struct io *io, int fd, unsigned dir)
 	struct g *gp = hook_g();
 	if (!gp)
 		return IO_PASS; /* a plain thread: the file blocks as the program made it */
+	if (dir == PD_WRITE)
+		hook_sent(gp);
 	struct pd *d = pd_get(fd);
 	if (!d)
 		return IO_SYSCALL;

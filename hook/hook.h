@@ -155,6 +155,26 @@ static inline void hook_safepoint(struct g *gp)
 	}
 }
 
+/* Turns (proc.c rt_turn): a G that sends marks it; a receive that then
+ * brings data is a request boundary of a server's connection, where a G
+ * that has held its P for the quantum gives way.  The hooks' one check on
+ * a receive's fast path is the load of the G's flag (and, set, of the
+ * quantum: turns off, no call); a send stores it. */
+static inline void hook_sent(struct g *gp)
+{
+	gp->turnsent = true;
+}
+
+static inline long hook_recvd(long r)
+{
+	if (r > 0) {
+		struct g *gp = getg();
+		if (gp && unlikely(gp->turnsent) && weftenv.turn_ns)
+			rt_turn(getm(), gp);
+	}
+	return r;
+}
+
 /* A call that blocks the OS thread: after 20 us sysmon has another M
  * run the other Gs; at once for calls known to block long (resolver). */
 void blk_enter(void) HIDDEN;
@@ -249,6 +269,20 @@ long io_allv(struct io *io, long nr, struct msghdr *msg, const struct iovec *iov
 		case IO_BADF:                                   \
 			return sysret(-EBADF);                  \
 		}                                               \
+	} while (0)
+
+/* The same for a receive: data passed straight through is a receive too
+ * (hook_recvd: a request boundary). */
+#define IO_SIMPLE_RECV(mode, call)                                          \
+	do {                                                                \
+		switch (mode) {                                             \
+		case IO_PASS:                                               \
+			return (__typeof__(call))hook_recvd(errsig(call));  \
+		case IO_SYSCALL:                                            \
+			return BLOCKING(true, call);                        \
+		case IO_BADF:                                               \
+			return sysret(-EBADF);                              \
+		}                                                           \
 	} while (0)
 
 /* Flags for the descriptor of a file just created for the program:

@@ -40,8 +40,11 @@ static int io_begin_flags(struct io *io, int fd, unsigned dir, int flags)
 {
 	if (flags & MSG_DONTWAIT) {
 		struct g *gp = rt_started() ? hook_g() : NULL;
-		if (gp)
+		if (gp) {
 			hook_safepoint(gp);
+			if (dir == PD_WRITE)
+				hook_sent(gp);
+		}
 		return IO_PASS;
 	}
 	return io_begin(io, fd, dir);
@@ -96,9 +99,9 @@ static long tcp_recv0(struct io *io, const struct sc *s)
 static ssize_t do_read(int fd, void *buf, size_t n)
 {
 	struct io io;
-	IO_SIMPLE(io_begin(&io, fd, PD_READ), REAL(read)(fd, buf, n));
+	IO_SIMPLE_RECV(io_begin(&io, fd, PD_READ), REAL(read)(fd, buf, n));
 	struct sc s = SC(SYS_read, fd, (long)buf, (long)n);
-	return sysret(io_once(&io, &s, n, true));
+	return sysret(hook_recvd(io_once(&io, &s, n, true)));
 }
 
 HOOK ssize_t read(int fd, void *buf, size_t n)
@@ -116,9 +119,9 @@ HOOK ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 HOOK ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
 	struct io io;
-	IO_SIMPLE(io_begin(&io, fd, PD_READ), REAL(readv)(fd, iov, cnt));
+	IO_SIMPLE_RECV(io_begin(&io, fd, PD_READ), REAL(readv)(fd, iov, cnt));
 	struct sc s = SC(SYS_readv, fd, (long)iov, cnt);
-	return sysret(io_once(&io, &s, iovlen(iov, cnt), true));
+	return sysret(hook_recvd(io_once(&io, &s, iovlen(iov, cnt), true)));
 }
 
 static ssize_t do_recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *addr,
@@ -127,9 +130,9 @@ static ssize_t do_recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
 	struct io io;
 	int mode = io_begin_flags(&io, fd, PD_READ, flags);
 	if (isfrom)
-		IO_SIMPLE(mode, REAL(recvfrom)(fd, buf, n, flags, addr, alen));
+		IO_SIMPLE_RECV(mode, REAL(recvfrom)(fd, buf, n, flags, addr, alen));
 	else
-		IO_SIMPLE(mode, REAL(recv)(fd, buf, n, flags));
+		IO_SIMPLE_RECV(mode, REAL(recv)(fd, buf, n, flags));
 	struct sc s = SC(SYS_recvfrom, fd, (long)buf, (long)n, flags, (long)addr, (long)alen);
 	if (n == 0 && is_tcp(&io))
 		return sysret(tcp_recv0(&io, &s));
@@ -141,7 +144,7 @@ static ssize_t do_recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
 	/* a plain recv drains like a read - on a socket: on any other file
 	 * it fails at once (ENOTSOCK) and must not wait first because a
 	 * read left it empty (fuzzer finding 12) */
-	return sysret(io_once(&io, &s, n, flags == 0 && (io.kind & PD_SOCK)));
+	return sysret(hook_recvd(io_once(&io, &s, n, flags == 0 && (io.kind & PD_SOCK))));
 }
 
 HOOK ssize_t recv(int fd, void *buf, size_t n, int flags)
@@ -173,7 +176,7 @@ HOOK ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flag
 HOOK ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	struct io io;
-	IO_SIMPLE(io_begin_flags(&io, fd, PD_READ, flags), REAL(recvmsg)(fd, msg, flags));
+	IO_SIMPLE_RECV(io_begin_flags(&io, fd, PD_READ, flags), REAL(recvmsg)(fd, msg, flags));
 	if (msg && iovlen(msg->msg_iov, (int)msg->msg_iovlen) == 0 && is_tcp(&io)) {
 		struct sc s = SC(SYS_recvmsg, fd, (long)msg, flags);
 		return sysret(tcp_recv0(&io, &s));
@@ -181,7 +184,7 @@ HOOK ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	if ((flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL && is_stream(fd))
 		return sysret(io_allv(&io, SYS_recvmsg, msg, NULL, 0, flags));
 	struct sc s = SC(SYS_recvmsg, fd, (long)msg, flags);
-	return sysret(io_once(&io, &s, 0, false));
+	return sysret(hook_recvd(io_once(&io, &s, 0, false)));
 }
 
 /* Blocking recvmmsg: wait for the first message (SO_RCVTIMEO); then,

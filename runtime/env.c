@@ -15,7 +15,9 @@
  *                    hook/preload/signal.c), tlsslot=0 (a G's TLS block at its stack top,
  *                    not in the interleaved slots: runtime/tls.c), pollgap=<us> (a busy
  *                    P's scheduler polls the netpoller when the last poll is older than
- *                    this, default 1000; 0: only idle Ps and sysmon poll: runtime/proc.c)
+ *                    this, default 1000; 0: only idle Ps and sysmon poll: runtime/proc.c),
+ *                    turn=<us> (a G that received a request after sending gives way
+ *                    once it has run this long, default TURN_US; 0: never: proc.c rt_turn)
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -28,6 +30,9 @@
 #include "runtime.h"
 
 struct weftenv weftenv;
+
+/* WEFT_DEBUG=turn's default, in us (docs/design.md, "Turns") */
+#define TURN_US 0
 
 #define STACK_MIN (16 * 1024)
 #define STACK_MAX (1024L * 1024 * 1024)
@@ -121,6 +126,11 @@ static void debugopts(const char *s)
 				weftenv.pollgap_ns = (int64_t)v * 1000;
 			else
 				warn("ignoring WEFT_DEBUG %s: want pollgap=<us>, 0..1000000", tok);
+		} else if (!strncmp(tok, "turn=", 5)) {
+			if (parse_int(tok + 5, 0, 1000000, &v) == 0)
+				weftenv.turn_ns = (int64_t)v * 1000;
+			else
+				warn("ignoring WEFT_DEBUG %s: want turn=<us>, 0..1000000", tok);
 		} else if (!strncmp(tok, "clockset=", 9)) {
 			if (parse_int(tok + 9, -86400, 86400, &v) == 0)
 				weftenv.clockset_ns = (int64_t)v * 1000000000;
@@ -129,7 +139,8 @@ static void debugopts(const char *s)
 				     tok);
 		} else {
 			warn("ignoring WEFT_DEBUG %s: want schedtrace=<ms>, sigquit=continue, kwait=0, "
-			     "g0keep=0, tlsslot=0, kickdelay=<us>, stall=<us>, pollgap=<us> or clockset=<s>",
+			     "g0keep=0, tlsslot=0, kickdelay=<us>, stall=<us>, pollgap=<us>, turn=<us> "
+			     "or clockset=<s>",
 			     tok);
 		}
 	}
@@ -154,6 +165,7 @@ STARTUP_TEXT void envinit(void)
 	weftenv.stackkind = WEFT_STACK_GUARDED;
 	weftenv.stall_ns = -1;
 	weftenv.pollgap_ns = 1000 * 1000;
+	weftenv.turn_ns = TURN_US * 1000;
 
 	const char *s = getenv("WEFT_MAXPROCS");
 	long v;

@@ -243,6 +243,14 @@ struct g {
 	int blkerrno;             /* errno before its blocking call, blk_enter to
 	                           * blk_exit (hook.c; a signal handler that parks
 	                           * in the call may move it to another M) */
+	/* Its turn at request boundaries (proc.c rt_turn); the G's own:
+	 * turnsent, it sent since its last receive (hooks); turnp and
+	 * turntick, the P and its schedtick of the run turnstart (nanotime)
+	 * was taken in, at the run's first request boundary */
+	bool turnsent;
+	uint32_t turntick;
+	struct p *turnp;
+	int64_t turnstart;
 };
 
 /* ---- signals blocked per G in the kernel (the preload shim's) ------------ */
@@ -503,6 +511,7 @@ struct sched {
 	_Atomic int64_t nsyscallretake; /* sysmon: Ps retaken from blocking calls */
 	_Atomic int64_t nhogretake;   /* sysmon: Ps retaken from Gs running > 10 ms */
 	_Atomic int64_t npreempt;     /* sysmon: preempt requests */
+	_Atomic int64_t nturn;        /* Gs that gave way at a request boundary (rt_turn) */
 	_Atomic int64_t ntimersrescued; /* timers fired by a thread not holding their P */
 	_Atomic int32_t nkwait;        /* Gs waiting in the kernel now (entersyscallwait) */
 	_Atomic int64_t nsyscallwait;  /* fd waits made in the kernel on the G's M (entersyscallwait) */
@@ -747,6 +756,13 @@ static inline void rt_leave(void)
 }
 extern HIDDEN _Atomic int64_t coarsenow; /* nanotime, refreshed by sysmon and the scheduler */
 
+/* gp (running on m, outside the runtime) received data after it had sent
+ * since its last receive: a request boundary of a server's connection
+ * (the hooks, hook_recvd).  If it has held its P for weftenv.turn_ns
+ * since the run's first boundary and another G is runnable, it goes to
+ * the global queue's tail.  Clears gp->turnsent. */
+void rt_turn(struct m *m, struct g *gp);
+
 void handoffp(struct p *pp);
 void wakep(void);
 void injectglist(struct g *list);
@@ -974,6 +990,8 @@ struct weftenv {
 	bool notlsslot;        /* WEFT_DEBUG=tlsslot=0: Gs' TLS blocks at their stack tops (tls.c) */
 	int64_t pollgap_ns;    /* WEFT_DEBUG=pollgap=<us>: a busy P's scheduler polls the
 	                        * netpoller when the last poll is older (0: never; proc.c) */
+	int64_t turn_ns;       /* WEFT_DEBUG=turn=<us>: a G at a request boundary that has
+	                        * run this long gives way (0: never; proc.c rt_turn) */
 };
 extern HIDDEN struct weftenv weftenv;
 void envinit(void);

@@ -450,7 +450,7 @@ static void schedtrace(int64_t now, int64_t start)
 	if (n < (int)sizeof buf - 128)
 		n += snprintf(buf + n, sizeof buf - n,
 			      " kernelwaits=%lld kwaitkicks=%lld netpolls=%lld/%lld sysmonwakes=%lld"
-			      " lends=%lld/%lld preempts=%lld",
+			      " lends=%lld/%lld preempts=%lld turns=%lld",
 			      (long long)atomic_load(&sched.nsyscallwait),
 			      (long long)atomic_load(&sched.nkwaitkick),
 			      (long long)atomic_load(&sched.nnetpoll),
@@ -458,7 +458,8 @@ static void schedtrace(int64_t now, int64_t start)
 			      (long long)atomic_load(&sched.nsysmonwake),
 			      (long long)atomic_load(&sched.nsyscallretake),
 			      (long long)atomic_load(&sched.nhogretake),
-			      (long long)atomic_load(&sched.npreempt));
+			      (long long)atomic_load(&sched.npreempt),
+			      (long long)atomic_load(&sched.nturn));
 	/* switches G->G, G->scheduler, scheduler->G and FS base loads,
 	 * summed over the Ms */
 	uint64_t sw[3] = { 0 }, fs = 0;

@@ -668,3 +668,131 @@ G_TEST_ENV(hook_net, busy_ps_poll_the_netpoller, env_procs2, 60)
 	CHECK(late[BP_ROUNDS / 2] <= 400);
 	return 0;
 }
+
+/* ---- turns at request boundaries (proc.c rt_turn) ------------------------ */
+
+/* A connection's G whose next request is always there already (its
+ * client answers at once: here, all of them queued before it starts)
+ * never parks: each receive finds data.  On 1 P, another G made runnable
+ * behind it waits until the streak ends - for all TN_REQS requests (or
+ * sysmon's 10 ms yield request).  With a turn of 100 us it gives way at
+ * the first request boundary past 100 us of its run; each request takes
+ * at least TN_WORK_NS of the clock, so the other G runs after at most
+ * ~100 / 5 + 2 requests (counted, not timed: a loaded machine fits
+ * fewer).  Both kinds of receive: MSG_DONTWAIT passed straight through
+ * (MariaDB's) and a blocking read that the hooks try without blocking. */
+enum { TN_REQS = 200, TN_BOUND = 60, TN_WORK_NS = 5000 };
+
+struct tn {
+	int req, rep; /* the server's ends: requests in, replies out */
+	bool dontwait;
+	_Atomic int served, atother; /* requests served; served when the other G ran */
+	weft_wg_t *wg;
+};
+
+static void tn_streaker(void *arg)
+{
+	struct tn *t = arg;
+	char c;
+	for (int i = 0; i < TN_REQS; i++) {
+		int64_t end = bp_now() + TN_WORK_NS; /* the request's work */
+		while (bp_now() < end)
+			;
+		if (t->dontwait) {
+			CHECK(recv(t->req, &c, 1, MSG_DONTWAIT) == 1);
+			atomic_store(&t->served, i + 1);
+			CHECK(send(t->rep, &c, 1, MSG_DONTWAIT) == 1);
+		} else {
+			CHECK(read(t->req, &c, 1) == 1);
+			atomic_store(&t->served, i + 1);
+			CHECK(write(t->rep, &c, 1) == 1);
+		}
+	}
+	weft_wg_done(t->wg);
+}
+
+static void tn_other(void *arg)
+{
+	struct tn *t = arg;
+	atomic_store(&t->atother, atomic_load(&t->served));
+	weft_wg_done(t->wg);
+}
+
+/* The client's side of the replies: a plain thread (not a G) reads them
+ * as they come (a unix socket holds only ~280 one-byte sends unread). */
+static void *tn_drain(void *arg)
+{
+	char buf[TN_REQS];
+	CHECK(read_full((int)(intptr_t)arg, buf, sizeof buf) == 0); /* every reply came */
+	return NULL;
+}
+
+/* One round: the requests queued, the streaker made first (it runs
+ * first, from runnext), the other G behind it.  Returns how many
+ * requests the streaker had served when the other G ran; *sysmon: sysmon
+ * asked a G to yield or lent a P meanwhile (a loaded machine). */
+static int tn_round(bool dontwait, bool *sysmon)
+{
+	int req[2], rep[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, req) == 0);
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, rep) == 0);
+	char reqs[TN_REQS];
+	memset(reqs, 'q', sizeof reqs);
+	CHECK(write(req[1], reqs, sizeof reqs) == (ssize_t)sizeof reqs);
+	pthread_t drain;
+	CHECK(pthread_create(&drain, NULL, tn_drain, (void *)(intptr_t)rep[1]) == 0);
+	weft_stats_t s0, s1;
+	CHECK(weft_stats(&s0) == 0);
+	weft_wg_t wg = WEFT_WG_INIT;
+	weft_wg_add(&wg, 2);
+	struct tn t = { .req = req[0], .rep = rep[0], .dontwait = dontwait, .wg = &wg };
+	weft_go(tn_streaker, &t);
+	weft_go(tn_other, &t);
+	weft_wg_wait(&wg);
+	CHECK(weft_stats(&s1) == 0);
+	*sysmon = s1.preempts != s0.preempts || s1.hog_handoffs != s0.hog_handoffs;
+	CHECK(atomic_load(&t.served) == TN_REQS);
+	CHECK(pthread_join(drain, NULL) == 0);
+	close(req[0]);
+	close(req[1]);
+	close(rep[0]);
+	close(rep[1]);
+	return atomic_load(&t.atother);
+}
+
+static char *env_turn100[] = { "WEFT_MAXPROCS=1", "WEFT_DEBUG=turn=100", NULL };
+static char *env_turn0[] = { "WEFT_MAXPROCS=1", "WEFT_DEBUG=turn=0", NULL };
+
+G_TEST_ENV(hook_net, turn_bounds_a_streak, env_turn100, 60)
+{
+	(void)argc, (void)argv;
+	for (int round = 0; round < 6; round++) {
+		bool sysmon;
+		int at = tn_round(round & 1, &sysmon);
+		if (at > TN_BOUND)
+			fprintf(stderr, "round %d (%s): the other G ran after %d requests\n", round,
+				round & 1 ? "MSG_DONTWAIT" : "read", at);
+		CHECK(at <= TN_BOUND);
+	}
+	return 0;
+}
+
+/* The same with turns off: the other G runs only once the streak is over
+ * (counted in a round sysmon left alone: on a loaded machine its 10 ms
+ * yield request may come first). */
+G_TEST_ENV(hook_net, no_turn_lets_a_streak_run, env_turn0, 60)
+{
+	(void)argc, (void)argv;
+	int clean = 0;
+	for (int round = 0; round < 20 && clean < 2; round++) {
+		bool sysmon;
+		int at = tn_round(round & 1, &sysmon);
+		if (sysmon)
+			continue;
+		clean++;
+		CHECK(at == TN_REQS);
+	}
+	if (!clean)
+		fprintf(stderr, "no round without sysmon: not checked\n");
+	return 0;
+}
