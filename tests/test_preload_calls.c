@@ -84,6 +84,20 @@ Test(calls, nonblock_keeps_other_hints, .timeout = 300)
 	cr_expect_leq(w, n + 20, "weft %ld F_GETFL, natively %ld: %s", w, n, R.err);
 }
 
+/* Calls nr with first argument a1 made by the program of case cas: none
+ * natively, at most most under weft (what: the run, for the message). */
+static void few_calls(long nr, long a1, const char *cas, long most, const char *what)
+{
+	if (h_asan())
+		cr_skip_test("ASan build: the launcher's LD_PRELOAD cannot put ASan first");
+	char spec[32];
+	snprintf(spec, sizeof spec, "%ld:1=%ld", nr, a1);
+	long n = counted(&N, false, spec, cas);
+	long w = counted(&R, true, spec, cas);
+	cr_expect_eq(n, 0, "natively %ld", n);
+	cr_expect_leq(w, most, "weft %ld for %s: %s", w, what, R.err);
+}
+
 /* A server closing the connections it accepted (and parked on) makes no
  * EPOLL_CTL_DEL for them: the file's last close drops its registration
  * in the kernel (runtime/netpoll.h PD_SOLE; before: one per connection,
@@ -91,14 +105,7 @@ Test(calls, nonblock_keeps_other_hints, .timeout = 300)
  * is closed */
 Test(calls, close_makes_no_epoll_del, .timeout = 300)
 {
-	if (h_asan())
-		cr_skip_test("ASan build: the launcher's LD_PRELOAD cannot put ASan first");
-	char spec[32];
-	snprintf(spec, sizeof spec, "%d:1=%d", SYS_epoll_ctl, EPOLL_CTL_DEL);
-	long n = counted(&N, false, spec, "closes");
-	long w = counted(&R, true, spec, "closes");
-	cr_expect_eq(n, 0, "natively %ld", n);
-	cr_expect_leq(w, 5, "weft %ld EPOLL_CTL_DEL for 100 connections: %s", w, R.err);
+	few_calls(SYS_epoll_ctl, EPOLL_CTL_DEL, "closes", 5, "100 connections' EPOLL_CTL_DEL");
 }
 
 /* A write to a blocking eventfd (nginx's thread pool notify, one per
@@ -239,14 +246,7 @@ Test(calls, poll_wake_answers_from_event, .timeout = 300)
  * 200 round trips. */
 Test(calls, park_on_sole_socket_asks_no_getfl, .timeout = 300)
 {
-	if (h_asan())
-		cr_skip_test("ASan build: the launcher's LD_PRELOAD cannot put ASan first");
-	char spec[32];
-	snprintf(spec, sizeof spec, "%d:1=%d", SYS_fcntl, F_GETFL);
-	long n = counted(&N, false, spec, "echo");
-	long w = counted(&R, true, spec, "echo");
-	cr_expect_eq(n, 0, "natively %ld", n);
-	cr_expect_leq(w, 10, "weft %ld F_GETFL for 200 round trips: %s", w, R.err);
+	few_calls(SYS_fcntl, F_GETFL, "echo", 10, "200 round trips' F_GETFL");
 }
 
 /* A kick that ends a kernel wait (runtime/kwait.c) makes three system
