@@ -158,8 +158,8 @@ static inline void hook_safepoint(struct g *gp)
 /* Turns (proc.c rt_turn): a G that sends marks it; a receive that then
  * brings data is a request boundary of a server's connection, where a G
  * that has held its P for the quantum gives way.  The hooks' one check on
- * a receive's fast path is the load of the G's flag (and, set, of the
- * quantum: turns off, no call); a send stores it. */
+ * a receive's fast path is the load of the quantum (turns off, the
+ * default: no G looked at, no call); a send stores the flag. */
 static inline void hook_sent(struct g *gp)
 {
 	gp->turnsent = true;
@@ -167,9 +167,9 @@ static inline void hook_sent(struct g *gp)
 
 static inline long hook_recvd(long r)
 {
-	if (r > 0) {
+	if (r > 0 && unlikely(weftenv.turn_ns)) {
 		struct g *gp = getg();
-		if (gp && unlikely(gp->turnsent) && weftenv.turn_ns)
+		if (gp && gp->turnsent)
 			rt_turn(getm(), gp);
 	}
 	return r;
@@ -258,32 +258,23 @@ long io_all(struct io *io, struct sc *s, size_t len) HIDDEN;
 long io_allv(struct io *io, long nr, struct msghdr *msg, const struct iovec *iov, int cnt,
 	     int flags) HIDDEN;
 
-/* Dispatch the modes that do not need the drivers. */
-#define IO_SIMPLE(mode, call)                                   \
-	do {                                                    \
-		switch (mode) {                                 \
-		case IO_PASS:                                   \
-			return (__typeof__(call))errsig(call);  \
-		case IO_SYSCALL:                                \
-			return BLOCKING(true, call);            \
-		case IO_BADF:                                   \
-			return sysret(-EBADF);                  \
-		}                                               \
+/* Dispatch the modes that do not need the drivers; what passes straight
+ * through goes by post (nothing, or hook_recvd). */
+#define IO_SIMPLE_POST(mode, call, post)                              \
+	do {                                                          \
+		switch (mode) {                                       \
+		case IO_PASS:                                         \
+			return (__typeof__(call))post(errsig(call));  \
+		case IO_SYSCALL:                                      \
+			return BLOCKING(true, call);                  \
+		case IO_BADF:                                         \
+			return sysret(-EBADF);                        \
+		}                                                     \
 	} while (0)
-
+#define IO_SIMPLE(mode, call) IO_SIMPLE_POST(mode, call, )
 /* The same for a receive: data passed straight through is a receive too
  * (hook_recvd: a request boundary). */
-#define IO_SIMPLE_RECV(mode, call)                                          \
-	do {                                                                \
-		switch (mode) {                                             \
-		case IO_PASS:                                               \
-			return (__typeof__(call))hook_recvd(errsig(call));  \
-		case IO_SYSCALL:                                            \
-			return BLOCKING(true, call);                        \
-		case IO_BADF:                                               \
-			return sysret(-EBADF);                              \
-		}                                                           \
-	} while (0)
+#define IO_SIMPLE_RECV(mode, call) IO_SIMPLE_POST(mode, call, hook_recvd)
 
 /* Flags for the descriptor of a file just created for the program:
  * kind is PD_SOCK or PD_NOWAIT, with PD_DRAINOK for TCP and pipes. */

@@ -84,6 +84,22 @@ Test(calls, nonblock_keeps_other_hints, .timeout = 300)
 	cr_expect_leq(w, n + 20, "weft %ld F_GETFL, natively %ld: %s", w, n, R.err);
 }
 
+/* The calls nr[0..2] made by the program of case cas, natively (n) and
+ * under weft (w). */
+static void counted_3(const long nr[3], const char *cas, long n[3], long w[3])
+{
+	if (h_asan())
+		cr_skip_test("ASan build: the launcher's LD_PRELOAD cannot put ASan first");
+	char s[3][24];
+	const char *spec[3];
+	for (int i = 0; i < 3; i++) {
+		snprintf(s[i], sizeof s[i], "%ld", nr[i]);
+		spec[i] = s[i];
+	}
+	counted_n(&N, false, spec, 3, cas, NULL, n);
+	counted_n(&R, true, spec, 3, cas, NULL, w);
+}
+
 /* Calls nr with first argument a1 made by the program of case cas: none
  * natively, at most most under weft (what: the run, for the message). */
 static void few_calls(long nr, long a1, const char *cas, long most, const char *what)
@@ -202,16 +218,8 @@ Test(calls, sigaction_toggle_waits_once, .timeout = 300)
  * time under varnish (~50 OS threads for 2 Ps). */
 Test(calls, numeric_names_keep_the_p, .timeout = 300)
 {
-	if (h_asan())
-		cr_skip_test("ASan build: the launcher's LD_PRELOAD cannot put ASan first");
-	char fut[16], cl3[16], cl[16];
-	snprintf(fut, sizeof fut, "%d", SYS_futex);
-	snprintf(cl3, sizeof cl3, "%d", SYS_clone3);
-	snprintf(cl, sizeof cl, "%d", SYS_clone);
-	const char *spec[] = { fut, cl3, cl };
 	long n[3], w[3];
-	counted_n(&N, false, spec, 3, "numnames", NULL, n);
-	counted_n(&R, true, spec, 3, "numnames", NULL, w);
+	counted_3((const long[]){ SYS_futex, SYS_clone3, SYS_clone }, "numnames", n, w);
 	cr_expect_leq(w[0], n[0] + 60, "weft %ld futex, natively %ld: %s", w[0], n[0], R.err);
 	cr_expect_leq(w[1] + w[2], 8, "weft made %ld threads for 2 Ps: %s", w[1] + w[2], R.err);
 }
@@ -259,16 +267,8 @@ Test(calls, park_on_sole_socket_asks_no_getfl, .timeout = 300)
  * other spins; before: a getpid and a gettid per kick */
 Test(calls, kick_asks_no_pid, .timeout = 300)
 {
-	if (h_asan())
-		cr_skip_test("ASan build: the launcher's LD_PRELOAD cannot put ASan first");
-	char getpid_s[16], gettid_s[16], kick_s[16];
-	snprintf(getpid_s, sizeof getpid_s, "%d", SYS_getpid);
-	snprintf(gettid_s, sizeof gettid_s, "%d", SYS_gettid);
-	snprintf(kick_s, sizeof kick_s, "%d", SYS_rt_tgsigqueueinfo);
-	const char *spec[] = { getpid_s, gettid_s, kick_s };
 	long n[3], w[3];
-	counted_n(&N, false, spec, 3, "kicks", NULL, n);
-	counted_n(&R, true, spec, 3, "kicks", NULL, w);
+	counted_3((const long[]){ SYS_getpid, SYS_gettid, SYS_rt_tgsigqueueinfo }, "kicks", n, w);
 	cr_expect_eq(n[0] + n[2], 0, "natively %ld getpid, %ld rt_tgsigqueueinfo", n[0], n[2]);
 	/* kicks: most rounds (a round whose G an idle P or a spinning M
 	 * took sends none); getpid and gettid: a few at start-up (each M
