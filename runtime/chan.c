@@ -167,7 +167,7 @@ static inline void relax(int spins)
 	if (spins < 64)
 		cpu_relax();
 	else
-		sched_yield(); /* the slot's writer was descheduled mid-copy */
+		osyield(); /* the slot's writer was descheduled mid-copy */
 }
 
 /* ---- wait queues (c->lock held) -------------------------------------------- */

@@ -494,7 +494,7 @@ int pd_wait(struct pollreq *r, int n, int64_t deadline, int reason)
 		if (spin < 64)
 			cpu_relax();
 		else
-			sched_yield();
+			osyield();
 	}
 	atomic_store_explicit(&gp->blocking, 0, memory_order_relaxed);
 	atomic_fetch_sub(&netpollwaiters, 1);

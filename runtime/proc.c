@@ -1411,14 +1411,26 @@ void weft_yield(void)
 	struct m *m = getm();
 	struct g *gp;
 	if (!m || !(gp = m->curg)) {
-		sched_yield();
+		osyield();
 		return;
 	}
 	rt_enter_g(m, gp); /* we know m and gp already */
-	struct g *next = m->lockedg ? NULL : nextg_fast(m, m->p);
-	if (next || m->lockedg) {
+	struct p *pp = m->p;
+	struct g *next = m->lockedg ? NULL : nextg_fast(m, pp);
+	/* none from nextg_fast while Gs wait: its P is to retire (a spare no
+	 * longer needed), or the G it took must run on its own M.  Only the
+	 * scheduler does either (findrunnable hands the P's Gs on, schedule
+	 * the locked G to its M), so go through it: a G spinning on
+	 * sched_yield on a spare kept the Gs queued there for good (haproxy's
+	 * `show threads`, real::sched_yield_lets_other_gs_run) */
+	bool viasched = m->lockedg ||
+			(!next && (!runqempty(pp) ||
+				   atomic_load_explicit(&pp->retired, memory_order_relaxed) ||
+				   (pp->spare && atomic_load_explicit(&sched.nretire,
+								      memory_order_relaxed))));
+	if (next || viasched) {
 		atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
-		m->afterfn = m->lockedg ? after_globrunqput : after_runqput;
+		m->afterfn = next ? after_runqput : after_globrunqput;
 		m->aftergp = gp;
 		m = gswitch_inl(m, gp, next); /* we may be on another M now */
 	}

@@ -78,6 +78,8 @@ void notesleep(struct note *n);
 bool notetsleep(struct note *n, int64_t ns); /* false on timeout */
 
 int64_t nanotime(void); /* CLOCK_MONOTONIC, ns */
+/* the kernel's sched_yield: the shim interposes the C library's (lock.c) */
+void osyield(void);
 int ncpu(void); /* CPUs the process may run on (sync.c) */
 /* clock_gettime through the vDSO (vdso.c): 0 or -errno, errno untouched */
 int rt_clock_gettime(clockid_t c, struct timespec *ts);
