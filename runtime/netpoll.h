@@ -65,7 +65,15 @@ enum {
 	PD_WCALL = 1 << 13,  /* PD_NOWAIT, but a write is the call itself under
 	                      * entersyscall, one call, its answer the answer
 	                      * (an eventfd: it waits only at 2^64-2) */
+	PD_KWAIT = 1 << 14,  /* its last wait was a read or accept in the kernel
+	                      * (hook.c io_kcall), not a park: like PD_EPOLL,
+	                      * registered only while a G may park on it
+	                      * (pollfd_event) */
 };
+/* Files whose event with no G waiting takes them out of the epoll
+ * instance (pollfd.c unwatch_locked): their waits are mostly made in the
+ * kernel, on the waiting G's own M. */
+#define PD_UNWATCH (PD_EPOLL | PD_KWAIT)
 /* A pollable file that is neither PD_SOCK nor PD_NOWAIT (the kernel
  * refuses RWF_NOWAIT for it: inotify, ttys, named FIFOs...) is tried by
  * asking poll(2) with a zero timeout first, then making the call under
@@ -177,6 +185,13 @@ int pd_init(struct pd *d, int fd);
 int pd_register(struct pd *d, int fd);
 /* d is a program's epoll fd a G waits on (epoll_wait's hook): PD_EPOLL. */
 void pd_markepoll(struct pd *d);
+/* A G waits for d's file in the kernel in a read or an accept: PD_KWAIT.
+ * pd_unmarkkwait: a G parks on it (hook.c io_wait), so its events have
+ * a waiter to wake again, and an idle one leaves the file watched (a busy
+ * server's connection would otherwise leave and rejoin the epoll
+ * instance per message: an EPOLL_CTL_DEL and an ADD). */
+void pd_markkwait(struct pd *d);
+void pd_unmarkkwait(struct pd *d);
 
 /* One fd a G waits on.  Fill d, seq, mask; pd_snap records the event
  * counters before the call whose EAGAIN leads to the wait. */

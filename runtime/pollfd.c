@@ -160,15 +160,17 @@ static void event_locked(struct pd *d, unsigned dirs, struct g **list)
 		takewaiters(d, dirs, list);
 }
 
-/* d->lock held; d is a program's epoll fd (PD_EPOLL) that had an event
- * with no G waiting on it.  Its loop waits for it in the kernel on its
- * own M (hook/wait.c, "Waiting in the kernel") or is busy, and each of
- * its events would wake an M blocked in the netpoller for nothing (one
- * epoll_wait and a thread switch per wakeup of the loop: redis under
- * weft run, when its first wait had parked).  So it leaves the epoll
- * instance until a G parks on it again: pd_register adds it back, and a
- * G that registered before this and parks after it is woken at once
- * (changed: no PD_REG), to register again. */
+/* d->lock held; d is a program's epoll fd (PD_EPOLL), or a file a G
+ * reads or accepts on waiting in the kernel (PD_KWAIT), that had an
+ * event with no G waiting on it.  Its G waits for it in the kernel on
+ * its own M (hook/wait.c, hook.c io_kcall; docs/hooks.md "Waiting in the
+ * kernel") or is busy, and each of its events would wake an M blocked
+ * in the netpoller for nothing (one epoll_wait and a thread switch per
+ * wakeup of the loop: redis under weft run, when its first wait had
+ * parked; a thread-per-connection server's every message).  So it
+ * leaves the epoll instance until a G parks on it again: pd_register
+ * adds it back, and a G that registered before this and parks after it
+ * is woken at once (changed: no PD_REG), to register again. */
 static void unwatch_locked(struct pd *d, int fd)
 {
 	struct epoll_event ev = { 0 };
@@ -176,13 +178,33 @@ static void unwatch_locked(struct pd *d, int fd)
 	setflags(d, pdflags(d) & ~(uint32_t)PD_REG);
 }
 
-void pd_markepoll(struct pd *d)
+/* Set flag (PD_EPOLL, PD_KWAIT) on d's file, once. */
+static void markunwatch(struct pd *d, uint32_t flag)
 {
-	if (pdflags(d) & PD_EPOLL)
+	if (pdflags(d) & flag)
 		return;
 	lock(&d->lock);
 	if (!(pdflags(d) & PD_CLOSING))
-		setflags(d, pdflags(d) | PD_EPOLL);
+		setflags(d, pdflags(d) | flag);
+	unlock(&d->lock);
+}
+
+void pd_markepoll(struct pd *d)
+{
+	markunwatch(d, PD_EPOLL);
+}
+
+void pd_markkwait(struct pd *d)
+{
+	markunwatch(d, PD_KWAIT);
+}
+
+void pd_unmarkkwait(struct pd *d)
+{
+	if (!(pdflags(d) & PD_KWAIT))
+		return;
+	lock(&d->lock);
+	setflags(d, pdflags(d) & ~(uint32_t)PD_KWAIT);
 	unlock(&d->lock);
 }
 
@@ -209,7 +231,7 @@ void pollfd_event(uint64_t tag, uint32_t events, uint64_t gen, struct g **list)
 		atomic_store_explicit(&d->evgen, gen, memory_order_relaxed);
 		bool idle = waitq_empty(&d->waiters);
 		event_locked(d, dirs, list);
-		if (idle && (pdflags(d) & PD_EPOLL))
+		if (idle && (pdflags(d) & PD_UNWATCH) && (pdflags(d) & PD_REG))
 			unwatch_locked(d, fd);
 	}
 	unlock(&d->lock);
@@ -445,9 +467,10 @@ static bool changed(struct pollreq *r)
 	if (atomic_load_explicit(&d->seq, memory_order_relaxed) != r->seq ||
 	    (pdflags(d) & PD_CLOSING))
 		return true;
-	/* an epoll fd taken out of the epoll instance since the G
-	 * registered it (unwatch_locked): it would wait unwatched */
-	if ((pdflags(d) & (PD_EPOLL | PD_REG)) == PD_EPOLL)
+	/* an epoll fd or a kernel waiter's file taken out of the epoll
+	 * instance since the G registered it (unwatch_locked): it would
+	 * wait unwatched */
+	if ((pdflags(d) & PD_UNWATCH) && !(pdflags(d) & PD_REG))
 		return true;
 	if ((r->mask & PD_READ) && atomic_load_explicit(&d->rev, memory_order_relaxed) != r->rev)
 		return true;

@@ -2104,7 +2104,8 @@ static bool entersyscallwait_ok(struct m *m, struct p *pp, int64_t *until)
 	}
 	int64_t t0 = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
 	if (t0) {
-		if (t0 <= nanotime())
+		/* a call with no timeout could not be back for it */
+		if (*until == KWAIT_NOBOUND || t0 <= nanotime())
 			return false;
 		if (*until < 0 || t0 < *until)
 			*until = t0;

@@ -643,7 +643,8 @@ void entersyscall(void);
 void exitsyscall(void);
 /* Like entersyscall, but hand the P off at once (known to block long). */
 void entersyscallblock(void);
-/* A G about to wait for fds in the kernel (poll, select, epoll_wait):
+/* A G about to wait for fds in the kernel (poll, select, epoll_wait,
+ * or a blocking read or accept that would park):
  * if its P has nothing else to run (its queue and the global one empty,
  * no timer due, not asked to yield), and the netpoller is watched
  * without it (no G parked on it, or a P idle), entersyscall and return
@@ -652,8 +653,11 @@ void entersyscallblock(void);
  * netpoller's wakeup (three system calls and two thread switches per
  * wait, against one natively).  *until (absolute nanotime, -1 none) is
  * lowered to the P's earliest timer: the caller returns from the kernel
- * by then and looks again.  false: park as usual. */
+ * by then and looks again.  A call that takes no timeout (read, accept)
+ * passes *until == KWAIT_NOBOUND: refused while the P has a timer
+ * pending.  false: park as usual. */
 bool entersyscallwait(int64_t *until);
+#define KWAIT_NOBOUND INT64_MIN
 /* After the call entersyscallwait allowed (exitsyscall for it): true
  * if the wait was asked to end (kwait.c: its P is wanted, or a signal
  * for the G): the caller parks rather than wait in the kernel again. */
