@@ -659,11 +659,23 @@ static bool io_kcall(struct io *io, const struct sc *s, bool *kicked, long *out)
 		if (!kwait_begin(gp, NULL, KWAIT_NOBOUND, &until, kicked))
 			return false;
 		int64_t t0 = nanotime();
+		struct pd *d = io->r.d;
+		struct m *m = getm();
 		/* before the call: an event that finds no G parked on the
 		 * file takes it out of weft's epoll instance (pollfd.c) */
-		pd_markkwait(io->r.d);
-		long r = kwait_syscall(s->nr, s->a[0], s->a[1], s->a[2], s->a[3], s->a[4], s->a[5]);
+		pd_markkwait(d);
+		/* a close of the file asks this wait to end (pollfd.c
+		 * kickkw): say so (seq_cst add), then look whether it is
+		 * closed already (seq_cst loads) */
+		atomic_store_explicit(&m->kwpd, d, memory_order_relaxed);
+		atomic_fetch_add(&d->nkw, 1);
+		bool gone = atomic_load(&d->seq) != io->r.seq || (atomic_load(&d->flags) & PD_CLOSING);
+		long r = gone ? -EINTR : kwait_syscall(s->nr, s->a[0], s->a[1], s->a[2], s->a[3], s->a[4], s->a[5]);
+		atomic_fetch_sub(&d->nkw, 1);
+		atomic_store_explicit(&m->kwpd, NULL, memory_order_relaxed);
 		kwait_end(kicked);
+		if (gone)
+			return false; /* the park answers EBADF (io_wait) */
 		if (r == -EINTR && *kicked) {
 			/* the park's SO_RCVTIMEO deadline counts from the call */
 			if (io->deadline == INT64_MIN && io_deadline(io) >= 0)

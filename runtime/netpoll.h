@@ -94,6 +94,8 @@ struct pd {
 	_Atomic uint32_t evmask;  /* the last event's epoll mask (0: none since the file) */
 	_Atomic uint64_t evgen;   /* netpoll_gen of the wait that returned it */
 	struct waitq waiters;     /* parked Gs, FIFO; waiter.ticket = PD_READ|PD_WRITE wanted */
+	_Atomic int32_t nkw;      /* Gs reading or accepting on it in the kernel now (hook.c
+	                           * io_kcall, their M's kwpd): a close asks their waits to end */
 } __attribute__((aligned(64)));
 
 /* O_NONBLOCK belongs to the open file, shared by every dup of it and

@@ -310,6 +310,24 @@ void pd_dup(int oldfd, int newfd)
 	reset(newfd, f, rt, wt, gen, atomic_load_explicit(&pd_forkgen, memory_order_acquire));
 }
 
+/* The file of d is being closed: ask the kernel waits of the Gs that
+ * read or accept on it (hook.c io_kcall) to end.  Natively a read goes
+ * on after another thread's close, but a G parked on the file is woken
+ * with EBADF (below), and so is one waiting in the kernel: its park
+ * after the kick finds the file gone.  The seq_cst fence orders our seq
+ * store (newfile_locked) before the load of nkw; a waiter adds to nkw
+ * (seq_cst) before it looks at seq: either it sees the close and does
+ * not wait, or we see it here. */
+static void kickkw(struct pd *d)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load(&d->nkw) == 0)
+		return;
+	for (struct m *m = atomic_load(&allm); m; m = m->alllink)
+		if (atomic_load(&m->kwpd) == d)
+			(void)kwait_kick(m);
+}
+
 uint32_t pd_closing(int fd)
 {
 	struct pd *d = pd_lookup(fd);
@@ -330,6 +348,7 @@ uint32_t pd_closing(int fd)
 	uint32_t seq = atomic_load_explicit(&d->seq, memory_order_relaxed);
 	unlock(&d->lock);
 	readylist(list);
+	kickkw(d);
 	return seq;
 }
 

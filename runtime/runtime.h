@@ -292,6 +292,7 @@ void gcpu_afterfork(struct g *gp);
 
 /* ---- M ---------------------------------------------------------------- */
 
+struct pd; /* runtime/netpoll.h */
 struct m {
 	void *g0sp;               /* saved sp of this M's scheduler context */
 	/* curg, p, lockedg and tid are written only by this M's thread and
@@ -350,6 +351,10 @@ struct m {
 	 * P (entersyscallwait), or has been asked to stop (kwait.c: the
 	 * M's own signal handler and the askers write it; seq_cst) */
 	_Atomic int32_t kwait;
+	/* The file its G reads or accepts on in the kernel now (hook.c
+	 * io_kcall), NULL none: a close of that file asks the wait to end
+	 * (pollfd.c pd_closing).  Written by this M, read by closers */
+	struct pd *_Atomic kwpd;
 	/* Of rt_sigkbits, those this thread's kernel mask blocks now: the
 	 * switch makes them the running G's (sigk_switch).  This M only,
 	 * its signal handlers too (the shim's SIGWEFT handler sets the mask
