@@ -69,6 +69,10 @@ enum {
 	                      * (hook.c io_kcall), not a park: like PD_EPOLL,
 	                      * registered only while a G may park on it
 	                      * (pollfd_event) */
+	PD_KWIDLE = 1 << 15, /* PD_KWAIT, and one event found no G waiting: the
+	                      * next such event takes it out of the epoll
+	                      * instance (a connection with one exchange, then
+	                      * closed, never leaves: no EPOLL_CTL_DEL) */
 };
 /* Files whose event with no G waiting takes them out of the epoll
  * instance (pollfd.c unwatch_locked): their waits are mostly made in the

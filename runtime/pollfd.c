@@ -175,7 +175,7 @@ static void unwatch_locked(struct pd *d, int fd)
 {
 	struct epoll_event ev = { 0 };
 	(void)sys4(SYS_epoll_ctl, netpoll_epfd, EPOLL_CTL_DEL, fd, &ev);
-	setflags(d, pdflags(d) & ~(uint32_t)PD_REG);
+	setflags(d, pdflags(d) & ~(uint32_t)(PD_REG | PD_KWIDLE));
 }
 
 /* Set flag (PD_EPOLL, PD_KWAIT) on d's file, once. */
@@ -204,7 +204,7 @@ void pd_unmarkkwait(struct pd *d)
 	if (!(pdflags(d) & PD_KWAIT))
 		return;
 	lock(&d->lock);
-	setflags(d, pdflags(d) & ~(uint32_t)PD_KWAIT);
+	setflags(d, pdflags(d) & ~(uint32_t)(PD_KWAIT | PD_KWIDLE));
 	unlock(&d->lock);
 }
 
@@ -231,8 +231,15 @@ void pollfd_event(uint64_t tag, uint32_t events, uint64_t gen, struct g **list)
 		atomic_store_explicit(&d->evgen, gen, memory_order_relaxed);
 		bool idle = waitq_empty(&d->waiters);
 		event_locked(d, dirs, list);
-		if (idle && (pdflags(d) & PD_UNWATCH) && (pdflags(d) & PD_REG))
-			unwatch_locked(d, fd);
+		uint32_t f = pdflags(d);
+		if (idle && (f & PD_UNWATCH) && (f & PD_REG)) {
+			/* a kernel reader's file at its second such event:
+			 * a short exchange before a close costs no DEL */
+			if ((f & PD_EPOLL) || (f & PD_KWIDLE))
+				unwatch_locked(d, fd);
+			else
+				setflags(d, f | PD_KWIDLE);
+		}
 	}
 	unlock(&d->lock);
 }
