@@ -2114,9 +2114,22 @@ static bool entersyscallwait_ok(struct m *m, struct p *pp, int64_t *until)
 		    atomic_compare_exchange_strong(&sched.nmspinning, &zero, 1))
 			startm(NULL, true);
 	}
+	/* Gs queued on a P whose M sits in a call are run by stealing:
+	 * by a P lent around that call (sysmon), perhaps this one, or an
+	 * idle one.  Waiting here would leave them there (a G queued
+	 * behind a plain thread's pthread_join, the lent P's G reading in
+	 * the kernel: test_hook_thread plain_thread_blocks_on_g_fd hung) */
+	int32_t nps = atomic_load_explicit(&nallp, memory_order_acquire);
+	for (int32_t i = 0; i < nps; i++) {
+		struct p *p2 = allp[i];
+		if (p2 != pp && atomic_load_explicit(&p2->insyscall, memory_order_relaxed) &&
+		    !runqempty(p2))
+			return false;
+	}
 	int64_t t0 = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
 	if (t0) {
-		if (t0 <= nanotime())
+		/* a call with no timeout could not be back for it */
+		if (*until == KWAIT_NOBOUND || t0 <= nanotime())
 			return false;
 		if (*until < 0 || t0 < *until)
 			*until = t0;

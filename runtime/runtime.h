@@ -294,6 +294,7 @@ void gcpu_afterfork(struct g *gp);
 
 /* ---- M ---------------------------------------------------------------- */
 
+struct pd; /* runtime/netpoll.h */
 struct m {
 	void *g0sp;               /* saved sp of this M's scheduler context */
 	/* curg, p, lockedg and tid are written only by this M's thread and
@@ -352,6 +353,10 @@ struct m {
 	 * P (entersyscallwait), or has been asked to stop (kwait.c: the
 	 * M's own signal handler and the askers write it; seq_cst) */
 	_Atomic int32_t kwait;
+	/* The file its G reads or accepts on in the kernel now (hook.c
+	 * io_kcall), NULL none: a close of that file asks the wait to end
+	 * (pollfd.c pd_closing).  Written by this M, read by closers */
+	struct pd *_Atomic kwpd;
 	/* Of rt_sigkbits, those this thread's kernel mask blocks now: the
 	 * switch makes them the running G's (sigk_switch).  This M only,
 	 * its signal handlers too (the shim's SIGWEFT handler sets the mask
@@ -645,7 +650,8 @@ void entersyscall(void);
 void exitsyscall(void);
 /* Like entersyscall, but hand the P off at once (known to block long). */
 void entersyscallblock(void);
-/* A G about to wait for fds in the kernel (poll, select, epoll_wait):
+/* A G about to wait for fds in the kernel (poll, select, epoll_wait,
+ * or a blocking read or accept that would park):
  * if its P has nothing else to run (its queue and the global one empty,
  * no timer due, not asked to yield), and the netpoller is watched
  * without it (no G parked on it, or a P idle), entersyscall and return
@@ -654,8 +660,11 @@ void entersyscallblock(void);
  * netpoller's wakeup (three system calls and two thread switches per
  * wait, against one natively).  *until (absolute nanotime, -1 none) is
  * lowered to the P's earliest timer: the caller returns from the kernel
- * by then and looks again.  false: park as usual. */
+ * by then and looks again.  A call that takes no timeout (read, accept)
+ * passes *until == KWAIT_NOBOUND: refused while the P has a timer
+ * pending.  false: park as usual. */
 bool entersyscallwait(int64_t *until);
+#define KWAIT_NOBOUND INT64_MIN
 /* After the call entersyscallwait allowed (exitsyscall for it): true
  * if the wait was asked to end (kwait.c: its P is wanted, or a signal
  * for the G): the caller parks rather than wait in the kernel again. */
