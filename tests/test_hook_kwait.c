@@ -707,7 +707,9 @@ G_TEST(hook_kwait, kicked_read_loses_no_byte, 60)
 		while (!atomic_load(&kstream_done))
 			weft_yield();
 		stats(&s1);
-		if (s1.kernel_waits - s0.kernel_waits < 10) {
+		/* at least one: main made none; how many depends on the
+		 * machine's load (2-8 at load ~100, dozens when quiet) */
+		if (s1.kernel_waits - s0.kernel_waits < 1) {
 			fprintf(stderr, "%s: %lld kernel waits for %d bytes\n", how ? "tcp" : "pipe",
 				(long long)(s1.kernel_waits - s0.kernel_waits), total);
 			CHECK(0);
