@@ -621,7 +621,7 @@ static bool rdv_park(struct weft_chan *c, struct m **mp, struct waiter *w, uintp
 {
 	/* the commit publishes w in the word (release: w's fields before a
 	 * taker's acquire CAS), after the switch: park_publish */
-	struct parkpub pk = { &c->rdv, (uintptr_t)w | dir, false };
+	struct parkpub pk = { &c->rdv, (uintptr_t)w | dir, true };
 	*mp = gopark_g(*mp, w->g, park_publish, &pk, reason); /* perhaps another M now */
 	if (!pk.parked)
 		return false;

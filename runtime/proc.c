@@ -972,14 +972,15 @@ static inline __attribute__((always_inline)) void busypoll(struct p *pp)
  * yield's (back on our queue) is done inline: it is the most frequent. */
 static inline __attribute__((always_inline)) bool park_publish_inl(struct parkpub *pk)
 {
-	pk->parked = true;
 	uintptr_t zero = 0;
 	/* release: what the parked G wrote for a taker (its waiter) before
 	 * the taker's acquire CAS */
 	if (atomic_compare_exchange_strong_explicit(pk->word, &zero, pk->val,
 						    memory_order_release, memory_order_relaxed))
 		return true;
-	pk->parked = false; /* nothing published: readied to look again */
+	/* nothing published: readied to look again (runtime.h) */
+	((struct waiter *)(pk->val & ~(uintptr_t)3))->result = RDVPARK_AGAIN;
+	pk->parked = false;
 	return false;
 }
 
@@ -1337,21 +1338,21 @@ NO_STACK_PROTECTOR struct rdvpark gopark_rdv(struct m *m, struct g *gp, _Atomic 
 	w.elem = elem;
 	/* the commit publishes w in the word (release: w's fields before a
 	 * taker's acquire CAS), after the switch: park_publish */
-	struct parkpub pk = { word, (uintptr_t)&w | (how & 0xff), false };
+	struct parkpub pk = { word, (uintptr_t)&w | (how & 0xff), true };
 	m = gopark_g_inl(m, gp, park_publish, &pk, (int)(how >> 8)); /* perhaps another M now */
 	/* from here on gp, word and elem are read where they are in memory
 	 * anyway (the waiter, the record), not kept in the frame from the
 	 * start: across the switch every register is lost (weft_ctx_switch),
 	 * and a value live across it is spilled at once and reloaded at
 	 * each use before it too */
-	int32_t res = RDVPARK_AGAIN;
-	if (likely(pk.parked)) {
-		/* acquire: pairs with the taker's release store of waitstate */
-		(void)atomic_load_explicit(&w.g->waitstate, memory_order_acquire);
-		res = w.result;
-		if (likely(res == RDVPARK_TAKEN))
-			return (struct rdvpark){ m, 0 };
-	}
+	/* the result as the taker (or close) set it, or RDVPARK_AGAIN as
+	 * the commit did.  No acquire load of waitstate (rdv_park's): the G
+	 * was readied after its waiter was completed and runs now because a
+	 * switch took it from a run queue, and that order (the queue's
+	 * release and acquire) already makes the result visible */
+	int32_t res = w.result;
+	if (likely(res == RDVPARK_TAKEN))
+		return (struct rdvpark){ m, 0 };
 	return (struct rdvpark){ NULL, other(pk.word, m, w.elem, res) };
 }
 

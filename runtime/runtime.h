@@ -626,10 +626,14 @@ struct m *gopark_g(struct m *m, struct g *gp, bool (*unlockf)(struct g *gp, void
 void goready_m_slow(struct m *m, struct g *gp);
 /* A gopark commit (unlockf) that publishes the parked G in a word: CAS
  * *word from 0 to val (release), on the context that runs after the G.
- * parked says whether it did (set before the CAS: once published, the G
- * may be taken, readied and running on another M, returning from the
- * frame the record lives in); if not, the G is readied to look again.
- * The scheduler runs it inline, without the indirect call. */
+ * val is a struct waiter's address with its low 2 bits free.  parked is
+ * true until the commit finds the word not 0 (the parker sets it: once
+ * published, the G may be taken, readied and running on another M,
+ * returning from the frame the record lives in, so the commit writes
+ * nothing after a CAS that succeeds); then nothing was published, the
+ * commit sets parked false and the waiter's result RDVPARK_AGAIN, and
+ * the G is readied to look again.  The scheduler runs it inline,
+ * without the indirect call. */
 struct parkpub {
 	_Atomic uintptr_t *word;
 	uintptr_t val;
