@@ -84,6 +84,20 @@ static void stats(weft_stats_t *s)
 	CHECK(weft_stats(s) == 0);
 }
 
+/* Between a and b, NMSG messages: at least a tenth of them waited in the
+ * kernel and at most a tenth asked the netpoller.  A read that finds the
+ * next message already there waits for nothing (over a unix socket about
+ * half do: no short-read shortcut there). */
+static void mostly_kernel_waits(const char *what, const weft_stats_t *a, const weft_stats_t *b)
+{
+	int64_t kw = b->kernel_waits - a->kernel_waits, np = b->netpolls - a->netpolls;
+	if (kw < NMSG / 10 || np > NMSG / 10) {
+		fprintf(stderr, "%s: %lld kernel waits, %lld netpolls for %d messages\n", what,
+			(long long)kw, (long long)np, NMSG);
+		CHECK(0);
+	}
+}
+
 /* One P, nothing else to run: every wait of the loop is one system call
  * in the kernel on the G's M, as natively; the netpoller is not asked at
  * all.  (Before: each wait was a non-blocking ask, a park, the M's
@@ -98,15 +112,7 @@ G_TEST(hook_kwait, event_loop_waits_in_kernel, 60)
 		stats(&a);
 		CHECK(serve(how) == 0);
 		stats(&b);
-		int64_t kw = b.kernel_waits - a.kernel_waits, np = b.netpolls - a.netpolls;
-		/* a read that finds the next message already there waits for
-		 * nothing (over a unix socket about half do: no short-read
-		 * shortcut there) */
-		if (kw < NMSG / 10 || np > NMSG / 10) {
-			fprintf(stderr, "%s: %lld kernel waits, %lld netpolls for %d messages\n",
-				name[how], (long long)kw, (long long)np, NMSG);
-			CHECK(0);
-		}
+		mostly_kernel_waits(name[how], &a, &b);
 	}
 	return 0;
 }
@@ -613,15 +619,7 @@ G_TEST(hook_kwait, idle_read_waits_in_kernel, 60)
 		void *ret;
 		CHECK(pthread_join(t, &ret) == 0 && ret == NULL);
 		stats(&s1);
-		int64_t kw = s1.kernel_waits - s0.kernel_waits, np = s1.netpolls - s0.netpolls;
-		/* a read that finds the next message already there waits for
-		 * nothing (over a unix socket about half do: no short-read
-		 * shortcut there) */
-		if (kw < NMSG / 10 || np > NMSG / 10) {
-			fprintf(stderr, "%s: %lld kernel waits, %lld netpolls for %d messages\n",
-				name[how], (long long)kw, (long long)np, NMSG);
-			CHECK(0);
-		}
+		mostly_kernel_waits(name[how], &s0, &s1);
 		close(a[0]), close(a[1]);
 		if (how == 2)
 			close(b[0]), close(b[1]);
