@@ -6,7 +6,7 @@
 # after the count), a retained message read by a late subscriber, then
 # SIGTERM.  Prints the subscriber's count and the sorted payloads' md5,
 # the retained payload, the broker's status (the same on every good
-# run).  NOT RUN yet: the package was not on the machine in session 12.
+# run).  First run in session 13 (docs/preload.md, "Programs tried").
 set -u
 command -v mosquitto >/dev/null || { echo "mosquitto not installed"; exit 0; }
 command -v mosquitto_pub >/dev/null || { echo "mosquitto clients not installed"; exit 0; }

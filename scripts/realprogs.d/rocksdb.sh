@@ -5,7 +5,7 @@
 # compactions on RocksDB's background threads), half of them rewritten,
 # a manual compaction, `checkconsistency`, then the scan's md5, a few
 # gets and the key count (the same on every good run).  Times on stderr.
-# NOT RUN yet: the package was not on the machine in session 12.
+# First run in session 13 (docs/preload.md, "Programs tried").
 set -u
 ldb=$(command -v rocksdb_ldb || command -v ldb) || { echo "rocksdb ldb not installed"; exit 0; }
 d=$(mktemp -d)
