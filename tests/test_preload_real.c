@@ -120,3 +120,14 @@ Test(real, sched_yield_lets_other_gs_run, .timeout = 600)
 {
 	real("yield_rendezvous", "100", 2);
 }
+
+/* The same with sched_yield's other names, which glibc implements with
+ * the system call inside libc: C11's thrd_yield, and pthread_yield as
+ * binaries linked before glibc 2.34 call it (a compat symbol).  The
+ * shim defines both (hook/preload/thread.c, c11.c); without
+ * pthread_yield's, hung on 1 and 2 Ps. */
+Test(real, other_yields_let_other_gs_run, .timeout = 600)
+{
+	real("yield_rendezvous_pthread", "100", 1);
+	real("yield_rendezvous_thrd", "100", 1);
+}

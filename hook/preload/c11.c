@@ -79,7 +79,7 @@ HOOK _Noreturn void thrd_exit(int res)
 
 HOOK void thrd_yield(void)
 {
-	weft_yield();
+	sched_yield(); /* thread.c: weft_yield on a G, else the kernel's */
 }
 
 /* glibc's goes to clock_nanosleep internally: through the hooked one */

@@ -1024,6 +1024,18 @@ HOOK int sched_yield(void)
 	return 0;
 }
 
+/* Its other name: glibc's makes the system call inside libc, past the
+ * interposed sched_yield (thrd_yield: c11.c).  pthread_yield is a compat
+ * symbol since glibc 2.34 (binaries linked before call it; the
+ * unversioned definition here matches their pthread_yield@GLIBC_2.2.5;
+ * pthread.h renames the C name to sched_yield, hence the asm label).
+ * real::other_yields_let_other_gs_run. */
+HOOK int compat_pthread_yield(void) __asm__("pthread_yield"); /* pthread.h: sched_yield */
+HOOK int compat_pthread_yield(void)
+{
+	return sched_yield();
+}
+
 HOOK int pthread_getaffinity_np(pthread_t th, size_t size, cpu_set_t *set)
 {
 	if (!is_gthr(&th))

@@ -28,6 +28,7 @@
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <threads.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -576,6 +577,18 @@ static atomic_int yr_stop;    /* set when the threads are to leave */
 static int yr_ep[YR_T];       /* each thread's epoll fd */
 static int yr_pipe[2];        /* its read end in every epoll set: the end */
 
+/* How a round spins: sched_yield, or its other names, which glibc
+ * implements with the system call inside libc (past an interposed
+ * sched_yield): C11's thrd_yield, and pthread_yield as binaries linked
+ * before glibc 2.34 call it - a compat symbol now (pthread.h renames
+ * the C name to sched_yield), bound here by version. */
+int compat_pthread_yield(void) __asm__("pthread_yield");
+__asm__(".symver pthread_yield, pthread_yield@GLIBC_2.2.5");
+static void yr_sched(void) { sched_yield(); }
+static void yr_pthread(void) { compat_pthread_yield(); }
+static void yr_thrd(void) { thrd_yield(); }
+static void (*yr_yield)(void) = yr_sched;
+
 static void yr_handler(int s)
 {
 	(void)s;
@@ -583,7 +596,7 @@ static void yr_handler(int s)
 	int target = atomic_load(&yr_target); /* this round's: the next is set after it */
 	atomic_fetch_add(&yr_in, 1);
 	while (atomic_load(&yr_in) < target)
-		sched_yield();
+		yr_yield();
 	errno = saved;
 }
 
@@ -620,7 +633,7 @@ static void yield_rendezvous(int n)
 			CHECK(pthread_kill(t[i], SIGURG) == 0);
 		CHECK(raise(SIGURG) == 0); /* returns once our handler has */
 		while (atomic_load(&yr_in) < (r + 1) * (YR_T + 1))
-			sched_yield();
+			yr_yield();
 	}
 	atomic_store(&yr_stop, 1);
 	CHECK(write(yr_pipe[1], "x", 1) == 1);
@@ -651,6 +664,10 @@ int main(int argc, char **argv)
 		itimer_dfl(n > 0 ? n : 100);
 	else if (!strcmp(argv[1], "yield_rendezvous"))
 		yield_rendezvous(n > 0 ? n : 300);
+	else if (!strcmp(argv[1], "yield_rendezvous_pthread"))
+		yr_yield = yr_pthread, yield_rendezvous(n > 0 ? n : 300);
+	else if (!strcmp(argv[1], "yield_rendezvous_thrd"))
+		yr_yield = yr_thrd, yield_rendezvous(n > 0 ? n : 300);
 	else if (!strcmp(argv[1], "write_alarm"))
 		write_alarm(n > 0 ? n : 200);
 	else
