@@ -69,6 +69,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/file.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/select.h>
@@ -206,6 +207,7 @@ struct file {
 	int peer;   /* file index of the other end, -1 */
 	int refs;   /* open slots referring to it */
 	int shutwr; /* shut down for writing (a datagram peer then never wakes) */
+	long pages; /* a pipe's write end: at most this many pages hold data (pipe_room) */
 };
 
 struct slot {
@@ -234,6 +236,7 @@ struct run {
 	struct rec rec[MAXREC];
 	uint8_t buf[2][1 << 17];    /* [0] the blocker's (every op), [1] the partner's */
 	int slow;                   /* calls that wait out a timeout of 1 ms or more so far */
+	unsigned fixed;             /* bit k: a dup2/dup3 onto 200 + k was made (closed at the end) */
 	/* during a pair both sides record at once: each into its own list
 	 * ([0] blocker, [1] partner), appended in that order afterwards */
 	int inpair;
@@ -336,7 +339,7 @@ static int newfile(struct run *r, int kind)
 {
 	if (r->nfile >= NFILE)
 		return -1;
-	r->file[r->nfile] = (struct file){ kind, -1, 0, 0 };
+	r->file[r->nfile] = (struct file){ kind, -1, 0, 0, 0 };
 	return r->nfile++;
 }
 
@@ -453,6 +456,7 @@ static void pattern(struct run *r, uint8_t *p, size_t n)
  * well under a millisecond.  Decided by the program alone, so every run
  * of it decides the same. */
 static int slow_budget = 1; /* HOOKDIFF_SLOW */
+static long pagesize = 4096; /* sysconf(_SC_PAGESIZE), at start-up */
 
 static int slow_ok(struct run *r)
 {
@@ -524,6 +528,8 @@ static void do_write(struct run *r, int step, int t, struct slot *s, int v, int 
 		put = r->f->write(s->fd, b, n);
 	}
 	res(r, step, put);
+	if (put > 0 && k == K_PIPEW) /* a write of w bytes takes at most ceil(w / page) new pages */
+		r->file[s->file].pages += (put + pagesize - 1) / pagesize;
 }
 
 static const int rflags[8] = { 0, MSG_PEEK, MSG_DONTWAIT, MSG_WAITALL, MSG_PEEK | MSG_DONTWAIT,
@@ -662,6 +668,8 @@ static void op_dup(struct run *r, int step, const uint8_t *a)
 	if (target < 0)
 		target = 200;
 	int n;
+	if (target >= 200 && target < 204)
+		r->fixed |= 1u << (target - 200);
 	if (which == 1)
 		n = f->dup2(fd, target);
 	else
@@ -838,6 +846,38 @@ static void op_timeo(struct run *r, int step, const uint8_t *a)
 	rec(r, step, T_RET, got.tv_sec || got.tv_usec);
 }
 
+/* How many writes of n (<= 4096) bytes a blocking pipe, written by
+ * nothing else meanwhile, takes before one could block: asked of the
+ * pipe once (its size in pages, the bytes in it), so that a fill need not
+ * poll before every write.  A pipe is a ring of pages; a write blocks
+ * only when it needs a new page and all are taken.  A write of n bytes
+ * (at most a page) takes at most one new page, and the writes of a fill,
+ * all of n bytes, are merged into the last page while they fit
+ * (anonymous pipes, not O_DIRECT, which the programs never set):
+ * floor(page / n) to a page.  The data already in it takes at most one
+ * page a byte, and at most what the writes so far can have taken
+ * (file.pages: a write of w bytes ceil(w / page), a fill as above; reads
+ * free pages, so that is a bound, reset when the pipe is found empty).
+ * Past the count the fill asks poll as before; 0 when anything is
+ * unknown. */
+static long pipe_room(struct run *r, struct slot *s, size_t n)
+{
+	long pg = pagesize;
+	int sz = r->f->fcntl(s->fd, F_GETPIPE_SZ), q = 0;
+	if (pg < 4096 || sz < pg || r->f->ioctl(s->fd, FIONREAD, &q) != 0 || q < 0)
+		return 0;
+	struct file *fi = &r->file[s->file];
+	if (q == 0)
+		fi->pages = 0; /* empty: no page held */
+	long pages = sz / pg, used = q < pages ? q : pages;
+	if (fi->pages < used)
+		used = fi->pages;
+	long per = (long)n < pg ? pg / (long)n : 1; /* writes per new page */
+	/* before write i the fill has started at most ceil(i / per) pages;
+	 * write i cannot block while used + that < pages */
+	return (pages - used - 1) * per + 1;
+}
+
 /* Fill s's direction until it would block: non-blocking tries. */
 static void op_fill(struct run *r, int step, const uint8_t *a)
 {
@@ -853,16 +893,25 @@ static void op_fill(struct run *r, int step, const uint8_t *a)
 	int i, last = 0, err = 0;
 	long total = 0;
 	uint8_t *b = r->buf[0];
+	/* asked once, not before every write (a system call each): nothing
+	 * else runs during the loop to change the file's mode, and a weft
+	 * that changed it underneath still shows, in the final F_GETFL and
+	 * in what later calls on the fd answer */
+	int nb = !is_sock(k) && nonblocking(r, s->fd);
+	long room = 0; /* blocking pipe: writes known not to block without asking */
+	if (!is_sock(k) && !nb && n <= 4096)
+		room = pipe_room(r, s, n);
 	for (i = 0; i < 256; i++) {
 		pattern(r, b, n);
 		long w;
 		if (is_sock(k)) {
 			w = r->f->send(s->fd, b, n, MSG_DONTWAIT);
-		} else if (nonblocking(r, s->fd)) {
+		} else if (nb) {
 			w = r->f->write(s->fd, b, n);
 		} else {
-			/* a blocking pipe: only while it says there is room */
-			if (!ready(r, s->fd, POLLOUT) || n > 4096)
+			/* a blocking pipe: only while there is room, known
+			 * from the start or, past that, asked before each write */
+			if (n > 4096 || (i >= room && !ready(r, s->fd, POLLOUT)))
 				break;
 			w = r->f->write(s->fd, b, n);
 		}
@@ -872,6 +921,12 @@ static void op_fill(struct run *r, int step, const uint8_t *a)
 		}
 		total += w;
 		last = (int)w;
+	}
+	if (k == K_PIPEW && i > 0) {
+		/* the pages this fill can have taken (pipe_room), one more
+		 * for a write the full pipe cut short */
+		long per = (long)n < pagesize ? pagesize / (long)n : 0;
+		r->file[s->file].pages += per ? (i + per - 1) / per + 1 : i * ((n + pagesize - 1) / pagesize);
 	}
 	rec(r, step, T_CNT, total);
 	rec(r, step, T_RET, last);
@@ -1282,7 +1337,8 @@ static void run_prog(struct run *r, const struct prog *pg)
 		}
 	}
 	for (int k = 0; k < 4; k++)
-		r->f->close(200 + k); /* dup2 targets outside the slots */
+		if (r->fixed & 1u << k)
+			r->f->close(200 + k); /* dup2 targets outside the slots */
 }
 
 static void run_init(struct run *r, const struct fns *f, int weft)
@@ -1293,6 +1349,7 @@ static void run_init(struct run *r, const struct fns *f, int weft)
 	r->wseq = 0;
 	r->nrec = 0;
 	r->slow = 0;
+	r->fixed = 0;
 	r->inpair = 0;
 	for (int i = 0; i < NSLOT; i++)
 		r->slot[i] = (struct slot){ -1, -1, -1 };
@@ -1476,11 +1533,58 @@ static int64_t live_gs(void)
 	return weft_stats(&st) == 0 ? st.gs : -1;
 }
 
+/* HOOKDIFF_PIN (default 1): the process runs on one CPU, one of those
+ * it may use, taken with a lock file so that the jobs of `make fuzz
+ * FUZZ_JOBS=N` take one each (a second process finding every CPU taken
+ * shares the one its pid chooses).  Done before the runtime starts, so
+ * it sees one CPU: one P, so the partner G waits for the coordinator's
+ * call by running the coordinator itself (weft_yield) instead of
+ * spinning on a second P, and no M or thread spins before it sleeps
+ * (runtime/lock.c spins only with more than one CPU).  About half of an
+ * execution's CPU was those spins (docs/reliability.md).  The libFuzzer
+ * parent of -jobs/-fork (it only waits for its children) is not pinned. */
+static void pin_one_cpu(int argc, char **argv)
+{
+	const char *e = getenv("HOOKDIFF_PIN");
+	if (e && *e == '0')
+		return;
+	for (int i = 1; i < argc; i++)
+		if ((!strncmp(argv[i], "-jobs=", 6) || !strncmp(argv[i], "-fork=", 6)) &&
+		    atoi(argv[i] + 6) > 0)
+			return;
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) <= 1)
+		return;
+	int cpus[CPU_SETSIZE], n = 0;
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &set))
+			cpus[n++] = c;
+	const char *tmp = getenv("TMPDIR");
+	int cpu = cpus[getpid() % n];
+	for (int k = 0; k < n; k++) {
+		char path[4200];
+		snprintf(path, sizeof path, "%s/hookdiff-cpu%d.lock", tmp && *tmp ? tmp : "/tmp",
+			 cpus[k]);
+		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+		if (fd < 0)
+			continue;
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			cpu = cpus[k]; /* held (fd kept open) until the process ends */
+			break;
+		}
+		close(fd);
+	}
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof set, &set) != 0)
+		perror("hookdiff: sched_setaffinity");
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	(void)argc;
-	(void)argv;
+	pin_one_cpu(*argc, *argv);
 	load_libc();
+	pagesize = sysconf(_SC_PAGESIZE);
 	signal(SIGPIPE, SIG_IGN);
 	verbose = getenv("HOOKDIFF_VERBOSE") != NULL;
 	const char *k = getenv("HOOKDIFF_KNOWN");
