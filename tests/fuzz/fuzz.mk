@@ -1,10 +1,12 @@
 # tests/fuzz/fuzz.mk - the differential hook fuzzer (docs/reliability.md);
 # included by the Makefile.
 #
-#   make fuzz [FUZZ_S=120]   run tests/fuzz/hookdiff.c under libFuzzer for
-#                            FUZZ_S seconds; new inputs go to
-#                            $(BUILD)/fuzz/corpus, findings (crash-*) to
-#                            $(BUILD)/fuzz/
+#   make fuzz [FUZZ_S=120] [FUZZ_JOBS=1]
+#                            run tests/fuzz/hookdiff.c under libFuzzer for
+#                            FUZZ_S seconds, in FUZZ_JOBS processes (each
+#                            on a CPU of its own, sharing the corpus); new
+#                            inputs go to $(BUILD)/fuzz/corpus, findings
+#                            (crash-*) to $(BUILD)/fuzz/
 #   make fuzz-build          only build $(BUILD)/fuzz/hookdiff
 #   make fuzz-replay         every committed input once (fails on a finding)
 #   make fuzz-cov            line coverage of hook/ and pollfd.c by the corpus
@@ -66,11 +68,25 @@ $(FUZZ_BIN): tests/fuzz/hookdiff.c include/weft.h $(FUZZ_DIR)/weft-fuzz.o
 
 # -timeout: an input's runs take ms; a minute is a hang the fuzzer's own
 # 10 s watchdog did not catch.  nice: it shares the machine.
+# FUZZ_JOBS > 1: libFuzzer's -jobs (as many workers), N processes with the
+# same corpus directory, each reloading what the others add every
+# FUZZ_RELOAD seconds; each pins itself to a CPU of its own (hookdiff.c
+# pin_one_cpu), so use at most the CPUs there are.  Their output goes to
+# $(FUZZ_DIR)/fuzz-N.log, whose last lines are printed at the end.  One
+# job reloads nothing: libFuzzer's default, every second, stats every
+# file of the corpus each time (a few % of the CPU with a thousand inputs,
+# more with the long runs' thousands).
+FUZZ_RELOAD ?= 30
+FUZZ_PAR = $(if $(filter-out 0 1,$(FUZZ_JOBS)),-jobs=$(FUZZ_JOBS) -workers=$(FUZZ_JOBS) \
+	-reload=$(FUZZ_RELOAD),-reload=0)
 fuzz: $(FUZZ_BIN)
 	@mkdir -p $(FUZZ_DIR)/corpus
-	nice -n 19 $(FUZZ_BIN) -max_total_time=$(FUZZ_S) -max_len=175 -timeout=60 \
-		-rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/ \
-		$(FUZZ_DIR)/corpus tests/fuzz/corpus
+	rm -f $(FUZZ_DIR)/fuzz-*.log
+	cd $(FUZZ_DIR) && nice -n 19 $(abspath $(FUZZ_BIN)) $(FUZZ_PAR) -max_total_time=$(FUZZ_S) \
+		-max_len=175 -timeout=60 -rss_limit_mb=4096 -print_final_stats=1 \
+		-artifact_prefix=$(abspath $(FUZZ_DIR))/ $(abspath $(FUZZ_DIR)/corpus tests/fuzz/corpus)
+	@for f in $(FUZZ_DIR)/fuzz-*.log; do [ -f $$f ] || continue; echo "== $$f"; \
+		grep -E 'FINDING|stat::number_of_executed_units|DONE' $$f | tail -3; done
 
 # The committed corpus (seeds and every input that found something), each
 # input run once: a regression check that fails on any difference (CI).
