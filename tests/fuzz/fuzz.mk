@@ -62,7 +62,7 @@ $(FUZZ_DIR)/weft-fuzz.o: $(FUZZ_OBJ) $(FUZZ_DIR)/obj/tests/fuzz/gstate.o $(SO) $
 		sort -u > $(FUZZ_DIR)/weft.syms
 	objcopy --keep-global-symbols=$(FUZZ_DIR)/weft.syms $(FUZZ_DIR)/weft-all.o $@
 
-$(FUZZ_BIN): tests/fuzz/hookdiff.c include/weft.h $(FUZZ_DIR)/weft-fuzz.o
+$(FUZZ_BIN): tests/fuzz/hookdiff.c tests/fuzz/piperoom.h include/weft.h $(FUZZ_DIR)/weft-fuzz.o
 	$(FUZZ_CC) -O1 -g $(WARN) -pthread -std=gnu11 -Iinclude -fsanitize=fuzzer \
 		$< $(FUZZ_DIR)/weft-fuzz.o -o $@ $(LIBS)
 
@@ -121,7 +121,7 @@ $(FUZZ_COV_DIR)/weft-fuzz.o: $(FUZZ_COV_OBJ) $(FUZZ_COV_DIR)/obj/tests/fuzz/gsta
 		sort -u > $(FUZZ_COV_DIR)/weft.syms
 	objcopy --keep-global-symbols=$(FUZZ_COV_DIR)/weft.syms $(FUZZ_COV_DIR)/weft-all.o $@
 
-$(FUZZ_COV_DIR)/hookdiff: tests/fuzz/hookdiff.c include/weft.h $(FUZZ_COV_DIR)/weft-fuzz.o
+$(FUZZ_COV_DIR)/hookdiff: tests/fuzz/hookdiff.c tests/fuzz/piperoom.h include/weft.h $(FUZZ_COV_DIR)/weft-fuzz.o
 	$(FUZZ_CC) -O1 -g $(WARN) -pthread -std=gnu11 -Iinclude -fsanitize=fuzzer $(FUZZ_COV_FLAGS) \
 		$< $(FUZZ_COV_DIR)/weft-fuzz.o -o $@ $(LIBS)
 
@@ -133,3 +133,6 @@ fuzz-cov: $(FUZZ_COV_DIR)/hookdiff
 	$(LLVM_PROFDATA) merge -o $(FUZZ_COV_DIR)/all.profdata $(FUZZ_COV_DIR)/*.profraw
 	$(LLVM_COV) report $(FUZZ_COV_DIR)/hookdiff -instr-profile=$(FUZZ_COV_DIR)/all.profdata \
 		$(abspath $(HOOK_SRC) runtime/pollfd.c)
+
+# the fuzzer's model of a pipe's room, checked against the kernel
+$(BUILD)/tests/test_fuzz_piperoom: tests/fuzz/piperoom.h

@@ -82,6 +82,8 @@
 
 #include "weft.h"
 
+#include "piperoom.h"
+
 /* ---- the functions under test: glibc's or weft's ------------------------ */
 
 struct fns {
@@ -207,7 +209,7 @@ struct file {
 	int peer;   /* file index of the other end, -1 */
 	int refs;   /* open slots referring to it */
 	int shutwr; /* shut down for writing (a datagram peer then never wakes) */
-	long pages; /* a pipe's write end: at most this many pages hold data (pipe_room) */
+	long pages; /* a pipe's write end: at most this many pages hold data (piperoom.h) */
 };
 
 struct slot {
@@ -549,8 +551,8 @@ static void do_write(struct run *r, int step, int t, struct slot *s, int v, int 
 		put = r->f->write(s->fd, b, n);
 	}
 	res(r, step, put);
-	if (put > 0 && k == K_PIPEW) /* a write of w bytes takes at most ceil(w / page) new pages */
-		r->file[s->file].pages += (put + pagesize - 1) / pagesize;
+	if (k == K_PIPEW) /* the pages it can have taken (piperoom.h) */
+		r->file[s->file].pages += piperoom_write(pagesize, put);
 }
 
 static const int rflags[8] = { 0, MSG_PEEK, MSG_DONTWAIT, MSG_WAITALL, MSG_PEEK | MSG_DONTWAIT,
@@ -867,36 +869,19 @@ static void op_timeo(struct run *r, int step, const uint8_t *a)
 	rec(r, step, T_RET, got.tv_sec || got.tv_usec);
 }
 
-/* How many writes of n (<= 4096) bytes a blocking pipe, written by
- * nothing else meanwhile, takes before one could block: asked of the
- * pipe once (its size in pages, the bytes in it), so that a fill need not
- * poll before every write.  A pipe is a ring of pages; a write blocks
- * only when it needs a new page and all are taken.  A write of n bytes
- * (at most a page) takes at most one new page, and the writes of a fill,
- * all of n bytes, are merged into the last page while they fit
- * (anonymous pipes, not O_DIRECT, which the programs never set):
- * floor(page / n) to a page.  The data already in it takes at most one
- * page a byte, and at most what the writes so far can have taken
- * (file.pages: a write of w bytes ceil(w / page), a fill as above; reads
- * free pages, so that is a bound, reset when the pipe is found empty).
- * Past the count the fill asks poll as before; 0 when anything is
- * unknown. */
+/* How many writes of n (<= 4096) bytes the blocking pipe s, written by
+ * nothing else meanwhile, takes before one could block (piperoom.h):
+ * asked of the pipe once, so that a fill need not poll before every
+ * write.  Past the count the fill asks poll as before. */
 static long pipe_room(struct run *r, struct slot *s, size_t n)
 {
-	long pg = pagesize;
 	int sz = r->f->fcntl(s->fd, F_GETPIPE_SZ), q = 0;
-	if (pg < 4096 || sz < pg || r->f->ioctl(s->fd, FIONREAD, &q) != 0 || q < 0)
+	if (sz < 0 || r->f->ioctl(s->fd, FIONREAD, &q) != 0)
 		return 0;
 	struct file *fi = &r->file[s->file];
 	if (q == 0)
 		fi->pages = 0; /* empty: no page held */
-	long pages = sz / pg, used = q < pages ? q : pages;
-	if (fi->pages < used)
-		used = fi->pages;
-	long per = (long)n < pg ? pg / (long)n : 1; /* writes per new page */
-	/* before write i the fill has started at most ceil(i / per) pages;
-	 * write i cannot block while used + that < pages */
-	return (pages - used - 1) * per + 1;
+	return piperoom(sz, pagesize, q, fi->pages, n);
 }
 
 /* Fill s's direction until it would block: non-blocking tries. */
@@ -943,12 +928,8 @@ static void op_fill(struct run *r, int step, const uint8_t *a)
 		total += w;
 		last = (int)w;
 	}
-	if (k == K_PIPEW && i > 0) {
-		/* the pages this fill can have taken (pipe_room), one more
-		 * for a write the full pipe cut short */
-		long per = (long)n < pagesize ? pagesize / (long)n : 0;
-		r->file[s->file].pages += per ? (i + per - 1) / per + 1 : i * ((n + pagesize - 1) / pagesize);
-	}
+	if (k == K_PIPEW) /* the pages this fill can have taken (piperoom.h) */
+		r->file[s->file].pages += piperoom_fill(pagesize, i, n);
 	rec(r, step, T_CNT, total);
 	rec(r, step, T_RET, last);
 	rec(r, step, T_ERR, err);
