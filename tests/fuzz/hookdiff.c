@@ -15,7 +15,7 @@
  * runs differ the input is timing-dependent and dropped; if the second
  * weft run still differs from the second libc run, the fuzzer abort()s
  * with both traces printed: a finding, saved by libFuzzer as crash-*.
- * After every input the process must have the fds (below 1024 each
+ * After every input the process must have the fds (below 256 each
  * time, all of them every 1024th input) and live Gs it had before: a
  * leak is a finding too.
  *
@@ -1513,20 +1513,22 @@ static void dumpfds(void)
 	}
 }
 
-/* Open fds below 1024, where every fd a program makes is (its slots
- * take the lowest numbers, dup2 targets are 200-203): one poll, which
- * says POLLNVAL for a closed one.  count_fds walks the whole table (up
- * to the runtime's own fds near RLIMIT_NOFILE: thousands of slots), too
- * slow for every input; it runs every 1024th. */
+/* Open fds below 256, where every fd a program makes is (the lowest free
+ * numbers: a program holds at most 12 slots and a few fds for a moment;
+ * dup2 targets are 200-203): one poll, which says POLLNVAL for a closed
+ * one.  count_fds walks the whole table (up to the runtime's own fds
+ * near RLIMIT_NOFILE: thousands of slots), too slow for every input; it
+ * runs every 1024th. */
+#define LOWFDS 256
 static int count_low_fds(void)
 {
-	static struct pollfd p[1024];
-	for (int i = 0; i < 1024; i++)
+	static struct pollfd p[LOWFDS];
+	for (int i = 0; i < LOWFDS; i++)
 		p[i] = (struct pollfd){ i, 0, 0 };
-	if (libcfns.poll(p, 1024, 0) < 0)
+	if (libcfns.poll(p, LOWFDS, 0) < 0)
 		return -1;
 	int n = 0;
-	for (int i = 0; i < 1024; i++)
+	for (int i = 0; i < LOWFDS; i++)
 		n += !(p[i].revents & POLLNVAL);
 	return n;
 }
