@@ -33,7 +33,7 @@ FUZZ_BIN := $(FUZZ_DIR)/hookdiff
 # runtime (scheduler, locks, timers, sysmon) is built without coverage:
 # its edges follow the machine's timing, not the input, and libFuzzer's
 # per-execution bookkeeping of them (a frequency table lookup per edge
-# hit) was a fifth of an execution's CPU (docs/reliability.md).
+# hit) was 12-16 % of an execution's CPU (docs/reliability.md).
 FUZZ_COVER ?= hook/%.c runtime/pollfd.c runtime/netpoll.c runtime/kwait.c
 FUZZ_OBJ_CFLAGS = $(FUZZ_CFLAGS) $(if $(filter $(FUZZ_COVER),$<),,-fno-sanitize=fuzzer-no-link)
 # rebuilt when FUZZ_COVER changes
