@@ -15,7 +15,7 @@
  * runs differ the input is timing-dependent and dropped; if the second
  * weft run still differs from the second libc run, the fuzzer abort()s
  * with both traces printed: a finding, saved by libFuzzer as crash-*.
- * After every input the process must have the fds (below 1024 each
+ * After every input the process must have the fds (below 256 each
  * time, all of them every 1024th input) and live Gs it had before: a
  * leak is a finding too.
  *
@@ -69,6 +69,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/file.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/select.h>
@@ -80,6 +81,8 @@
 #include <unistd.h>
 
 #include "weft.h"
+
+#include "piperoom.h"
 
 /* ---- the functions under test: glibc's or weft's ------------------------ */
 
@@ -206,6 +209,7 @@ struct file {
 	int peer;   /* file index of the other end, -1 */
 	int refs;   /* open slots referring to it */
 	int shutwr; /* shut down for writing (a datagram peer then never wakes) */
+	long pages; /* a pipe's write end: at most this many pages hold data (piperoom.h) */
 };
 
 struct slot {
@@ -234,6 +238,7 @@ struct run {
 	struct rec rec[MAXREC];
 	uint8_t buf[2][1 << 17];    /* [0] the blocker's (every op), [1] the partner's */
 	int slow;                   /* calls that wait out a timeout of 1 ms or more so far */
+	unsigned fixed;             /* bit k: a dup2/dup3 onto 200 + k was made (closed at the end) */
 	/* during a pair both sides record at once: each into its own list
 	 * ([0] blocker, [1] partner), appended in that order afterwards */
 	int inpair;
@@ -336,7 +341,7 @@ static int newfile(struct run *r, int kind)
 {
 	if (r->nfile >= NFILE)
 		return -1;
-	r->file[r->nfile] = (struct file){ kind, -1, 0, 0 };
+	r->file[r->nfile] = (struct file){ kind, -1, 0, 0, 0 };
 	return r->nfile++;
 }
 
@@ -440,11 +445,32 @@ static int has_timeo(struct run *r, int fd, int name)
 	return r->f->getsockopt(fd, SOL_SOCKET, name, &tv, &len) == 0 && (tv.tv_sec || tv.tv_usec);
 }
 
+/* The bytes a write sends: byte i of the s-th pattern is
+ * s * 131 + i * 7 + i / 256 (mod 256), i.e. pbase[i] + s * 131.  Made
+ * eight bytes at a time (an add in each byte, no carry between them):
+ * a byte loop over writes of up to 128 KiB was a few % of an
+ * execution's CPU. */
+static uint8_t pbase[1 << 17];
+
+static void pattern_init(void)
+{
+	for (size_t i = 0; i < sizeof pbase; i++)
+		pbase[i] = (uint8_t)(i * 7 + (i >> 8));
+}
+
 static void pattern(struct run *r, uint8_t *p, size_t n)
 {
-	unsigned s = r->wseq++;
-	for (size_t i = 0; i < n; i++)
-		p[i] = (uint8_t)(s * 131 + i * 7 + (i >> 8));
+	uint8_t c = (uint8_t)(r->wseq++ * 131);
+	const uint64_t hi = 0x8080808080808080ULL, cc = c * 0x0101010101010101ULL;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w;
+		memcpy(&w, pbase + i, 8);
+		w = ((w & ~hi) + (cc & ~hi)) ^ ((w ^ cc) & hi);
+		memcpy(p + i, &w, 8);
+	}
+	for (; i < n; i++)
+		p[i] = (uint8_t)(pbase[i] + c);
 }
 
 /* A call that may wait out a timeout of a millisecond or more (poll and
@@ -453,6 +479,7 @@ static void pattern(struct run *r, uint8_t *p, size_t n)
  * well under a millisecond.  Decided by the program alone, so every run
  * of it decides the same. */
 static int slow_budget = 1; /* HOOKDIFF_SLOW */
+static long pagesize = 4096; /* sysconf(_SC_PAGESIZE), at start-up */
 
 static int slow_ok(struct run *r)
 {
@@ -524,6 +551,8 @@ static void do_write(struct run *r, int step, int t, struct slot *s, int v, int 
 		put = r->f->write(s->fd, b, n);
 	}
 	res(r, step, put);
+	if (k == K_PIPEW) /* the pages it can have taken (piperoom.h) */
+		r->file[s->file].pages += piperoom_write(pagesize, put);
 }
 
 static const int rflags[8] = { 0, MSG_PEEK, MSG_DONTWAIT, MSG_WAITALL, MSG_PEEK | MSG_DONTWAIT,
@@ -662,6 +691,8 @@ static void op_dup(struct run *r, int step, const uint8_t *a)
 	if (target < 0)
 		target = 200;
 	int n;
+	if (target >= 200 && target < 204)
+		r->fixed |= 1u << (target - 200);
 	if (which == 1)
 		n = f->dup2(fd, target);
 	else
@@ -838,6 +869,21 @@ static void op_timeo(struct run *r, int step, const uint8_t *a)
 	rec(r, step, T_RET, got.tv_sec || got.tv_usec);
 }
 
+/* How many writes of n (<= 4096) bytes the blocking pipe s, written by
+ * nothing else meanwhile, takes before one could block (piperoom.h):
+ * asked of the pipe once, so that a fill need not poll before every
+ * write.  Past the count the fill asks poll as before. */
+static long pipe_room(struct run *r, struct slot *s, size_t n)
+{
+	int sz = r->f->fcntl(s->fd, F_GETPIPE_SZ), q = 0;
+	if (sz < 0 || r->f->ioctl(s->fd, FIONREAD, &q) != 0)
+		return 0;
+	struct file *fi = &r->file[s->file];
+	if (q == 0)
+		fi->pages = 0; /* empty: no page held */
+	return piperoom(sz, pagesize, q, fi->pages, n);
+}
+
 /* Fill s's direction until it would block: non-blocking tries. */
 static void op_fill(struct run *r, int step, const uint8_t *a)
 {
@@ -853,16 +899,25 @@ static void op_fill(struct run *r, int step, const uint8_t *a)
 	int i, last = 0, err = 0;
 	long total = 0;
 	uint8_t *b = r->buf[0];
+	/* asked once, not before every write (a system call each): nothing
+	 * else runs during the loop to change the file's mode, and a weft
+	 * that changed it underneath still shows, in the final F_GETFL and
+	 * in what later calls on the fd answer */
+	int nb = !is_sock(k) && nonblocking(r, s->fd);
+	long room = 0; /* blocking pipe: writes known not to block without asking */
+	if (!is_sock(k) && !nb && n <= 4096)
+		room = pipe_room(r, s, n);
 	for (i = 0; i < 256; i++) {
 		pattern(r, b, n);
 		long w;
 		if (is_sock(k)) {
 			w = r->f->send(s->fd, b, n, MSG_DONTWAIT);
-		} else if (nonblocking(r, s->fd)) {
+		} else if (nb) {
 			w = r->f->write(s->fd, b, n);
 		} else {
-			/* a blocking pipe: only while it says there is room */
-			if (!ready(r, s->fd, POLLOUT) || n > 4096)
+			/* a blocking pipe: only while there is room, known
+			 * from the start or, past that, asked before each write */
+			if (n > 4096 || (i >= room && !ready(r, s->fd, POLLOUT)))
 				break;
 			w = r->f->write(s->fd, b, n);
 		}
@@ -873,6 +928,8 @@ static void op_fill(struct run *r, int step, const uint8_t *a)
 		total += w;
 		last = (int)w;
 	}
+	if (k == K_PIPEW) /* the pages this fill can have taken (piperoom.h) */
+		r->file[s->file].pages += piperoom_fill(pagesize, i, n);
 	rec(r, step, T_CNT, total);
 	rec(r, step, T_RET, last);
 	rec(r, step, T_ERR, err);
@@ -1282,7 +1339,8 @@ static void run_prog(struct run *r, const struct prog *pg)
 		}
 	}
 	for (int k = 0; k < 4; k++)
-		r->f->close(200 + k); /* dup2 targets outside the slots */
+		if (r->fixed & 1u << k)
+			r->f->close(200 + k); /* dup2 targets outside the slots */
 }
 
 static void run_init(struct run *r, const struct fns *f, int weft)
@@ -1293,6 +1351,7 @@ static void run_init(struct run *r, const struct fns *f, int weft)
 	r->wseq = 0;
 	r->nrec = 0;
 	r->slow = 0;
+	r->fixed = 0;
 	r->inpair = 0;
 	for (int i = 0; i < NSLOT; i++)
 		r->slot[i] = (struct slot){ -1, -1, -1 };
@@ -1302,7 +1361,9 @@ static void run_init(struct run *r, const struct fns *f, int weft)
 static void watch_coordinator(void)
 {
 	struct partner *pa = &partners[0];
-	pid_t tid = gettid();
+	static __thread pid_t tid; /* this thread's, asked once */
+	if (!tid)
+		tid = gettid();
 	if (pa->blocktid == tid)
 		return;
 	char path[64];
@@ -1452,20 +1513,22 @@ static void dumpfds(void)
 	}
 }
 
-/* Open fds below 1024, where every fd a program makes is (its slots
- * take the lowest numbers, dup2 targets are 200-203): one poll, which
- * says POLLNVAL for a closed one.  count_fds walks the whole table (up
- * to the runtime's own fds near RLIMIT_NOFILE: thousands of slots), too
- * slow for every input; it runs every 1024th. */
+/* Open fds below 256, where every fd a program makes is (the lowest free
+ * numbers: a program holds at most 12 slots and a few fds for a moment;
+ * dup2 targets are 200-203): one poll, which says POLLNVAL for a closed
+ * one.  count_fds walks the whole table (up to the runtime's own fds
+ * near RLIMIT_NOFILE: thousands of slots), too slow for every input; it
+ * runs every 1024th. */
+#define LOWFDS 256
 static int count_low_fds(void)
 {
-	static struct pollfd p[1024];
-	for (int i = 0; i < 1024; i++)
+	static struct pollfd p[LOWFDS];
+	for (int i = 0; i < LOWFDS; i++)
 		p[i] = (struct pollfd){ i, 0, 0 };
-	if (libcfns.poll(p, 1024, 0) < 0)
+	if (libcfns.poll(p, LOWFDS, 0) < 0)
 		return -1;
 	int n = 0;
-	for (int i = 0; i < 1024; i++)
+	for (int i = 0; i < LOWFDS; i++)
 		n += !(p[i].revents & POLLNVAL);
 	return n;
 }
@@ -1476,11 +1539,59 @@ static int64_t live_gs(void)
 	return weft_stats(&st) == 0 ? st.gs : -1;
 }
 
+/* HOOKDIFF_PIN (default 1): the process runs on one CPU, one of those
+ * it may use, taken with a lock file so that the jobs of `make fuzz
+ * FUZZ_JOBS=N` take one each (a second process finding every CPU taken
+ * shares the one its pid chooses).  Done before the runtime starts, so
+ * it sees one CPU: one P, so the partner G waits for the coordinator's
+ * call by running the coordinator itself (weft_yield) instead of
+ * spinning on a second P, and no M or thread spins before it sleeps
+ * (runtime/lock.c spins only with more than one CPU).  About half of an
+ * execution's CPU was those spins (docs/reliability.md).  The libFuzzer
+ * parent of -jobs/-fork (it only waits for its children) is not pinned. */
+static void pin_one_cpu(int argc, char **argv)
+{
+	const char *e = getenv("HOOKDIFF_PIN");
+	if (e && *e == '0')
+		return;
+	for (int i = 1; i < argc; i++)
+		if ((!strncmp(argv[i], "-jobs=", 6) || !strncmp(argv[i], "-fork=", 6)) &&
+		    atoi(argv[i] + 6) > 0)
+			return;
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) <= 1)
+		return;
+	int cpus[CPU_SETSIZE], n = 0;
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &set))
+			cpus[n++] = c;
+	const char *tmp = getenv("TMPDIR");
+	int cpu = cpus[getpid() % n];
+	for (int k = 0; k < n; k++) {
+		char path[4200];
+		snprintf(path, sizeof path, "%s/hookdiff-cpu%d.lock", tmp && *tmp ? tmp : "/tmp",
+			 cpus[k]);
+		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+		if (fd < 0)
+			continue;
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			cpu = cpus[k]; /* held (fd kept open) until the process ends */
+			break;
+		}
+		close(fd);
+	}
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof set, &set) != 0)
+		perror("hookdiff: sched_setaffinity");
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	(void)argc;
-	(void)argv;
+	pin_one_cpu(*argc, *argv);
 	load_libc();
+	pagesize = sysconf(_SC_PAGESIZE);
+	pattern_init();
 	signal(SIGPIPE, SIG_IGN);
 	verbose = getenv("HOOKDIFF_VERBOSE") != NULL;
 	const char *k = getenv("HOOKDIFF_KNOWN");
