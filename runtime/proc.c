@@ -1424,6 +1424,56 @@ void goready_m_slow(struct m *m, struct g *gp)
 	ready_m(m, gp, true);
 }
 
+/* Owner only: gp's timer fired (its P's M fires them at a switch,
+ * nextg_fast/findrunnable, or a stealer fires a victim's onto its own
+ * P).  It goes to runnext, so the next switch runs it, ahead of the Gs
+ * in the ring - among them, on a busy P, Gs that were preempted or
+ * yielded and will run again anyway.  At the ring's tail, as every
+ * woken sleeper went before, it waited behind all of them: under 8 Gs
+ * that never park and take sysmon's yield requests (a preloaded
+ * thread-per-connection loop: test_preload_serve), a 1 ms sleep on 1 P
+ * took a whole round of them, 8 hand-offs of a sysmon round each,
+ * 0.2-0.7 s at load 40-90, and the test ran past its timeout.
+ * The invariant kept here: sleepers still wake in deadline order.  A G
+ * goes to runnext only if no G readied by an earlier timer of this P
+ * still waits - neither in runnext (tmrnext) nor in the ring up to the
+ * tail it was queued at (tmrmark; the head is past it once every G
+ * before it has been taken, by us or a stealer) - else to the tail
+ * behind it (test sched::sleep_order_not_early). */
+static void runqput_timer(struct p *pp, struct g *gp)
+{
+	struct g *rn = atomic_load_explicit(&pp->runnext, memory_order_relaxed);
+	/* acquire: as runqput_inl's, a stealer's advance of the head */
+	uint32_t h = atomic_load_explicit(&pp->runqhead, memory_order_acquire);
+	if ((!rn || rn != pp->tmrnext) && (int32_t)(h - pp->tmrmark) >= 0) {
+		pp->tmrnext = gp;
+		runqput_inl(pp, gp, true); /* a peer in runnext goes to the tail */
+		return;
+	}
+	runqput_inl(pp, gp, false);
+	pp->tmrmark = atomic_load_explicit(&pp->runqtail, memory_order_relaxed);
+}
+
+void goready_timer(struct g *gp)
+{
+	struct m *m = getm();
+	struct g *cur = m ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
+	if (!m || !m->p) {
+		ready(gp, false); /* sysmon, a plain thread: the global queue */
+		return;
+	}
+	bool bracket = cur && !cur->rtdepth;
+	if (bracket)
+		rt_enter_g(m, cur);
+	atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
+	atomic_store_explicit(&gp->waitreason, W_NONE, memory_order_relaxed);
+	runqput_timer(m->p, gp);
+	if (atomic_load_explicit(&sched.gomaxprocs, memory_order_relaxed) != 1)
+		wakep(); /* as ready_m */
+	if (bracket)
+		rt_leave_g(m, cur);
+}
+
 static bool after_runqput(struct g *gp, void *arg)
 {
 	(void)arg;

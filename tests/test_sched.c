@@ -278,6 +278,85 @@ Test(sched, sleep_order_not_early, .timeout = 30)
 	fprintf(stderr, "%s", c.out); /* "order not checked: ..." on a loaded machine */
 }
 
+/* ---- a sleeper wakes ahead of Gs that take yield requests ------------------------ */
+
+/* One P, SB_HOGS Gs that never park but make a runtime call at every
+ * step (a send and a receive on a buffered channel of their own), so
+ * they take sysmon's yield requests, and main sleeping 1 ms at a time.
+ * How many hog runs (hand-offs between hogs) does a sleep take?  Before,
+ * sysmon fired the late timer and main went to the global queue's tail
+ * behind every preempted hog: a whole round of them, SB_HOGS hand-offs
+ * of a 10 ms slice each (0.2-0.7 s a sleep at load 40-90: a preloaded
+ * server's loops, test_preload_serve, ran past its timeout).  Now the
+ * running hog is asked to yield and the sleeper runs at that switch: 1-2
+ * runs.  Counted in events (hog runs), not time. */
+#define SB_HOGS 6
+#define SB_ROUNDS 20
+static _Atomic int sb_stop, sb_last = -1;
+static _Atomic long sb_runs;
+static weft_wg_t sb_wg = WEFT_WG_INIT;
+
+static void sb_hog(void *arg)
+{
+	int me = (int)(intptr_t)arg;
+	weft_chan_t *c = weft_chan_make(sizeof(int), 1);
+	int v = 0;
+	while (!atomic_load_explicit(&sb_stop, memory_order_relaxed)) {
+		if (atomic_load_explicit(&sb_last, memory_order_relaxed) != me) {
+			atomic_store_explicit(&sb_last, me, memory_order_relaxed);
+			atomic_fetch_add_explicit(&sb_runs, 1, memory_order_relaxed);
+		}
+		if (weft_chan_send(c, &v) != 0 || weft_chan_recv(c, &v) != 1)
+			abort();
+	}
+	weft_chan_free(c);
+	weft_wg_done(&sb_wg);
+}
+
+static int sleep_behind_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	weft_wg_add(&sb_wg, SB_HOGS);
+	for (intptr_t i = 0; i < SB_HOGS; i++)
+		if (weft_go(sb_hog, (void *)i) < 0)
+			return 10;
+	weft_sleep(1000000); /* they all run once */
+	int waited = 0; /* sleeps that took more than 3 hog runs */
+	long most = 0;
+	for (int r = 0; r < SB_ROUNDS; r++) {
+		atomic_store(&sb_last, -1); /* the next hog to run counts */
+		long r0 = atomic_load(&sb_runs);
+		weft_sleep(1000000);
+		long runs = atomic_load(&sb_runs) - r0;
+		waited += runs > 3;
+		if (runs > most)
+			most = runs;
+	}
+	atomic_store(&sb_stop, 1);
+	weft_wg_wait(&sb_wg);
+	weft_stats_t st;
+	weft_stats(&st);
+	printf("%d of %d sleeps waited behind more than 3 hog runs (most %ld); "
+	       "preempts %lld, lends %lld, timers rescued %lld\n",
+	       waited, SB_ROUNDS, most, (long long)st.preempts, (long long)st.hog_handoffs,
+	       (long long)st.timers_rescued);
+	return waited > SB_ROUNDS / 4 ? 30 : 0;
+}
+
+static int sleep_behind_child(void)
+{
+	return weft_main(sleep_behind_body, 0, NULL);
+}
+
+Test(sched, sleeper_runs_before_preempted_gs, .timeout = 180)
+{
+	struct child c;
+	run_child(&c, env_procs1, sleep_behind_child, 160);
+	fprintf(stderr, "%s", c.out);
+	cr_assert(WIFEXITED(c.status), "status %d, stderr: %s", c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "stdout: %s stderr: %s", c.out, c.err);
+}
+
 /* ---- short sleeps under lock contention on 4 Ps ------------------------ */
 
 /* Readers and writers on a mutex and two conds (a rwlock built by hand),
