@@ -1488,13 +1488,35 @@ static bool after_globrunqput(struct g *gp, void *arg)
 	return true;
 }
 
+/* nextg_fast gave no G to a G that gives way (a yield, sysmon's request):
+ * must it go through the scheduler all the same?  Yes while Gs wait here
+ * (the G nextg_fast took must run on its own M: schedule hands it over)
+ * or the P is to retire (a spare no longer needed, or shrunk away:
+ * nextg_fast gives nothing then, and only findrunnable hands the P's Gs
+ * on).  Invariant: a G on the run queue of a P to retire is handed on at
+ * the next yield or preemption of the G running there, not only when
+ * that G parks.  A G spinning on sched_yield on a spare kept the Gs
+ * queued there for good (real::sched_yield_lets_other_gs_run), and so
+ * did one taking sysmon's requests in gpreempt (sched::
+ * retiring_spare_hands_on_its_gs). */
+static bool mustsched(struct p *pp)
+{
+	return !runqempty(pp) || atomic_load_explicit(&pp->retired, memory_order_relaxed) ||
+	       (pp->spare && atomic_load_explicit(&sched.nretire, memory_order_relaxed));
+}
+
 void weft_yield(void)
+{
+	(void)rt_yield();
+}
+
+bool rt_yield(void)
 {
 	struct m *m = getm();
 	struct g *gp;
 	if (!m || !(gp = m->curg)) {
 		osyield();
-		return;
+		return true;
 	}
 	rt_enter_g(m, gp); /* we know m and gp already */
 	struct p *pp = m->p;
@@ -1505,11 +1527,7 @@ void weft_yield(void)
 	 * the locked G to its M), so go through it: a G spinning on
 	 * sched_yield on a spare kept the Gs queued there for good (haproxy's
 	 * `show threads`, real::sched_yield_lets_other_gs_run) */
-	bool viasched = m->lockedg ||
-			(!next && (!runqempty(pp) ||
-				   atomic_load_explicit(&pp->retired, memory_order_relaxed) ||
-				   (pp->spare && atomic_load_explicit(&sched.nretire,
-								      memory_order_relaxed))));
+	bool viasched = m->lockedg || (!next && mustsched(pp));
 	if (next || viasched) {
 		atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
 		m->afterfn = next ? after_runqput : after_globrunqput;
@@ -1517,6 +1535,7 @@ void weft_yield(void)
 		m = gswitch_inl(m, gp, next); /* we may be on another M now */
 	}
 	rt_leave_g(m, gp);
+	return next || viasched;
 }
 
 /* A turn (runtime.h).  A thread-per-connection server's G whose client
@@ -2129,7 +2148,12 @@ static void gpreempt(struct m *m)
 		return;
 	rtdepth_set(gp, 1);
 	struct g *next = nextg_fast(m, m->p);
-	if (next) {
+	/* none, yet a spare to retire: through the scheduler (mustsched).
+	 * Before, the G ran on, and the Gs queued behind it on the spare
+	 * (taken there from the global queue in a batch, or readied there)
+	 * waited for as long as it never parked: main of a preloaded
+	 * program whose loops never park, on 1 P, for good */
+	if (next || mustsched(m->p)) {
 		atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
 		m->afterfn = after_globrunqput;
 		m->aftergp = gp;
