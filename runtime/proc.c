@@ -1571,7 +1571,7 @@ void rt_turn(struct m *m, struct g *gp)
 		return;
 	rt_enter_g(m, gp);
 	struct g *next = nextg_fast(m, pp);
-	if (next) {
+	if (next || mustsched(pp)) { /* none: a spare to retire (mustsched) */
 		atomic_fetch_add_explicit(&sched.nturn, 1, memory_order_relaxed);
 		atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
 		m->afterfn = after_globrunqput;
