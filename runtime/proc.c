@@ -1424,6 +1424,56 @@ void goready_m_slow(struct m *m, struct g *gp)
 	ready_m(m, gp, true);
 }
 
+/* Owner only: gp's timer fired (its P's M fires them at a switch,
+ * nextg_fast/findrunnable, or a stealer fires a victim's onto its own
+ * P).  It goes to runnext, so the next switch runs it, ahead of the Gs
+ * in the ring - among them, on a busy P, Gs that were preempted or
+ * yielded and will run again anyway.  At the ring's tail, as every
+ * woken sleeper went before, it waited behind all of them: under 8 Gs
+ * that never park and take sysmon's yield requests (a preloaded
+ * thread-per-connection loop: test_preload_serve), a 1 ms sleep on 1 P
+ * took a whole round of them, 8 hand-offs of a sysmon round each,
+ * 0.2-0.7 s at load 40-90, and the test ran past its timeout.
+ * The invariant kept here: sleepers still wake in deadline order.  A G
+ * goes to runnext only if no G readied by an earlier timer of this P
+ * still waits - neither in runnext (tmrnext) nor in the ring up to the
+ * tail it was queued at (tmrmark; the head is past it once every G
+ * before it has been taken, by us or a stealer) - else to the tail
+ * behind it (test sched::sleep_order_not_early). */
+static void runqput_timer(struct p *pp, struct g *gp)
+{
+	struct g *rn = atomic_load_explicit(&pp->runnext, memory_order_relaxed);
+	/* acquire: as runqput_inl's, a stealer's advance of the head */
+	uint32_t h = atomic_load_explicit(&pp->runqhead, memory_order_acquire);
+	if ((!rn || rn != pp->tmrnext) && (int32_t)(h - pp->tmrmark) >= 0) {
+		pp->tmrnext = gp;
+		runqput_inl(pp, gp, true); /* a peer in runnext goes to the tail */
+		return;
+	}
+	runqput_inl(pp, gp, false);
+	pp->tmrmark = atomic_load_explicit(&pp->runqtail, memory_order_relaxed);
+}
+
+void goready_timer(struct g *gp)
+{
+	struct m *m = getm();
+	struct g *cur = m ? atomic_load_explicit(&m->curg, memory_order_relaxed) : NULL;
+	if (!m || !m->p) {
+		ready(gp, false); /* sysmon, a plain thread: the global queue */
+		return;
+	}
+	bool bracket = cur && !cur->rtdepth;
+	if (bracket)
+		rt_enter_g(m, cur);
+	atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
+	atomic_store_explicit(&gp->waitreason, W_NONE, memory_order_relaxed);
+	runqput_timer(m->p, gp);
+	if (atomic_load_explicit(&sched.gomaxprocs, memory_order_relaxed) != 1)
+		wakep(); /* as ready_m */
+	if (bracket)
+		rt_leave_g(m, cur);
+}
+
 static bool after_runqput(struct g *gp, void *arg)
 {
 	(void)arg;
@@ -1438,13 +1488,35 @@ static bool after_globrunqput(struct g *gp, void *arg)
 	return true;
 }
 
+/* nextg_fast gave no G to a G that gives way (a yield, sysmon's request):
+ * must it go through the scheduler all the same?  Yes while Gs wait here
+ * (the G nextg_fast took must run on its own M: schedule hands it over)
+ * or the P is to retire (a spare no longer needed, or shrunk away:
+ * nextg_fast gives nothing then, and only findrunnable hands the P's Gs
+ * on).  Invariant: a G on the run queue of a P to retire is handed on at
+ * the next yield or preemption of the G running there, not only when
+ * that G parks.  A G spinning on sched_yield on a spare kept the Gs
+ * queued there for good (real::sched_yield_lets_other_gs_run), and so
+ * did one taking sysmon's requests in gpreempt (sched::
+ * retiring_spare_hands_on_its_gs). */
+static bool mustsched(struct p *pp)
+{
+	return !runqempty(pp) || atomic_load_explicit(&pp->retired, memory_order_relaxed) ||
+	       (pp->spare && atomic_load_explicit(&sched.nretire, memory_order_relaxed));
+}
+
 void weft_yield(void)
+{
+	(void)rt_yield();
+}
+
+bool rt_yield(void)
 {
 	struct m *m = getm();
 	struct g *gp;
 	if (!m || !(gp = m->curg)) {
 		osyield();
-		return;
+		return true;
 	}
 	rt_enter_g(m, gp); /* we know m and gp already */
 	struct p *pp = m->p;
@@ -1455,11 +1527,7 @@ void weft_yield(void)
 	 * the locked G to its M), so go through it: a G spinning on
 	 * sched_yield on a spare kept the Gs queued there for good (haproxy's
 	 * `show threads`, real::sched_yield_lets_other_gs_run) */
-	bool viasched = m->lockedg ||
-			(!next && (!runqempty(pp) ||
-				   atomic_load_explicit(&pp->retired, memory_order_relaxed) ||
-				   (pp->spare && atomic_load_explicit(&sched.nretire,
-								      memory_order_relaxed))));
+	bool viasched = m->lockedg || (!next && mustsched(pp));
 	if (next || viasched) {
 		atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
 		m->afterfn = next ? after_runqput : after_globrunqput;
@@ -1467,6 +1535,7 @@ void weft_yield(void)
 		m = gswitch_inl(m, gp, next); /* we may be on another M now */
 	}
 	rt_leave_g(m, gp);
+	return next || viasched;
 }
 
 /* A turn (runtime.h).  A thread-per-connection server's G whose client
@@ -1502,7 +1571,7 @@ void rt_turn(struct m *m, struct g *gp)
 		return;
 	rt_enter_g(m, gp);
 	struct g *next = nextg_fast(m, pp);
-	if (next) {
+	if (next || mustsched(pp)) { /* none: a spare to retire (mustsched) */
 		atomic_fetch_add_explicit(&sched.nturn, 1, memory_order_relaxed);
 		atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
 		m->afterfn = after_globrunqput;
@@ -2079,7 +2148,12 @@ static void gpreempt(struct m *m)
 		return;
 	rtdepth_set(gp, 1);
 	struct g *next = nextg_fast(m, m->p);
-	if (next) {
+	/* none, yet a spare to retire: through the scheduler (mustsched).
+	 * Before, the G ran on, and the Gs queued behind it on the spare
+	 * (taken there from the global queue in a batch, or readied there)
+	 * waited for as long as it never parked: main of a preloaded
+	 * program whose loops never park, on 1 P, for good */
+	if (next || mustsched(m->p)) {
 		atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
 		m->afterfn = after_globrunqput;
 		m->aftergp = gp;

@@ -459,6 +459,12 @@ struct p {
 	_Atomic uint32_t rnsteal;
 	/* runnext taken so, for schedtrace (owner: load+store; relaxed) */
 	_Atomic uint64_t nrnplain;
+	/* Owner only (proc.c runqput_timer): the G a timer of this P last
+	 * put in runnext, and the ring's tail just after the last G a
+	 * timer queued there; a G readied by a later timer goes to runnext
+	 * only once both have left (deadline order among sleepers). */
+	struct g *tmrnext;
+	uint32_t tmrmark;
 	/* unbuffered channel hand-offs through the rendezvous word, no lock
 	 * (chan.c; weft_stats: owner load+store, relaxed) */
 	_Atomic uint64_t nchanfast;
@@ -621,9 +627,15 @@ static inline void runtime_ensure(void)
 void gopark(bool (*unlockf)(struct g *gp, void *arg), void *arg, int reason);
 /* Make a parked G runnable (on the current P if any, else globally):
  * goready puts it in runnext (it runs next, as a woken channel peer
- * should); goready_tail queues it behind the others (timers: FIFO). */
+ * should); goready_tail queues it behind the others. */
 void goready(struct g *gp);
 void goready_tail(struct g *gp);
+/* goready for a G whose timer fired (sema.c waiter_timeout): on the
+ * current P, before the Gs queued there unless an earlier timer's G
+ * still waits (proc.c runqput_timer); from a plain thread, globally. */
+void goready_timer(struct g *gp);
+/* weft_yield: false if nothing else could run here (no switch). */
+bool rt_yield(void);
 /* gopark and goready for a caller inside the runtime bracket (rtdepth >
  * 0) that knows its M (and, parking, its running G gp): the same without
  * the bracket or the look-up.  goready_m's m may be NULL (a plain

@@ -118,7 +118,7 @@ static void waiter_timeout(void *arg, uintptr_t seq)
 	if (atomic_compare_exchange_strong_explicit(&gp->waitstate, &want,
 						    (uint64_t)seq << 2 | WS_TIMEDOUT,
 						    memory_order_acq_rel, memory_order_relaxed))
-		goready_tail(gp); /* due timers wake in 'when' order */
+		goready_timer(gp); /* due timers wake in 'when' order */
 }
 
 struct parkctx {

@@ -79,6 +79,17 @@ char rt_threadstate(int tid)
 	return e && e[1] == ' ' ? e[2] : 0;
 }
 
+/* The CPU time (ns) thread tid has had, or -1. */
+static int64_t threadcpu(int tid)
+{
+	/* the kernel's per-thread CPU clock: CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED */
+	clockid_t cid = (clockid_t)((~(unsigned)tid << 3) | 6);
+	struct timespec ts;
+	if (sys3(SYS_clock_gettime, cid, &ts, 0) != 0)
+		return -1;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* Is pp's M blocked in the kernel, in a call weft does not see (a raw
  * syscall(), glibc's internal read under stdio, a futex)?  Its thread's
  * CPU clock moved by less than an eighth of the wall time over at least
@@ -108,13 +119,10 @@ static int64_t gthreadcpu(struct p *pp, int *tidp)
 	    atomic_load_explicit(&m->lockwait, memory_order_relaxed) ||
 	    __atomic_load_n(&gp->rtdepth, __ATOMIC_RELAXED) > 0)
 		return -1;
-	/* the kernel's per-thread CPU clock: CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED */
-	clockid_t cid = (clockid_t)((~(unsigned)tid << 3) | 6);
-	struct timespec ts;
-	if (sys3(SYS_clock_gettime, cid, &ts, 0) != 0)
-		return -1;
-	*tidp = tid;
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	int64_t cpu = threadcpu(tid);
+	if (cpu >= 0)
+		*tidp = tid;
+	return cpu;
 }
 
 /* The /proc read is three system calls; a thread whose CPU clock
@@ -273,6 +281,55 @@ static int64_t watchgap_learn(int64_t gap, const struct watch *w)
 	return gap;
 }
 
+/* A timer of pp, a P whose M runs a G, is TIMER_LATE_NS overdue: leave
+ * it to the owner?  sysmon firing it readies its G onto the global
+ * queue's tail, behind every G preempted before it, and on a busy P the
+ * sleeper then waited for all of them: under 8 Gs that never park but
+ * take yield requests (a preloaded server's loops on MSG_DONTWAIT calls,
+ * test_preload_serve), a 1 ms nanosleep on 1 P took a whole round of
+ * them, each hand-off a sysmon round away (0.2-0.7 s at load 40-90),
+ * and the test ran past its timeout.  So the running G is asked to
+ * yield, as a hog is (PF_PREEMPT, counted in preempts): at its next
+ * runtime call its M switches, fires the timer as the owner, and the
+ * sleeper runs next (proc.c runqput_timer).  sysmon fires it itself,
+ * as before, when the owner cannot: the P is in a call, or a P is idle
+ * (the sleeper runs there at once, the G here goes on), or the M's
+ * thread has had HOG_GRACE_NS of CPU time since the request without a
+ * switch (C code that never calls in, a G locked to its M, a spare P
+ * about to retire; an M descheduled on a loaded machine has had none,
+ * and is not passed over).  true: left to the owner for now. */
+static bool timers_toowner(struct p *pp, int64_t now, bool insys, uint32_t tick, int32_t np)
+{
+	if (insys || np > 0)
+		return false;
+	if (pp->sm_schedtick != tick || pp->sm_when == 0)
+		return true; /* it switched since the last round (firing what
+			      * was due then): watch this run first (below) */
+	/* the owner M's thread CPU time, whatever it runs: a G inside the
+	 * runtime (a channel operation: gthreadcpu says -1) takes the
+	 * request as it leaves, and an M in its scheduler fires the timer
+	 * itself; either does within far less than the grace of CPU time */
+	struct m *m = __atomic_load_n(&pp->m, __ATOMIC_RELAXED);
+	int tid = m ? atomic_load_explicit(&m->tid, memory_order_relaxed) : 0;
+	int64_t cpu = tid > 0 ? threadcpu(tid) : -1;
+	if (cpu < 0)
+		return false;
+	if (pp->sm_preempt == 0) {
+		/* not asked during this run yet (retake's hog rule asks in
+		 * the same way, and takes this request as its own) */
+		if (!(atomic_fetch_or(&pp->flags, PF_PREEMPT) & PF_PREEMPT))
+			atomic_fetch_add(&sched.npreempt, 1);
+		pp->sm_preempt = now;
+		pp->sm_preemptcpu = cpu;
+		return true;
+	}
+	if (pp->sm_preemptcpu < 0) {
+		pp->sm_preemptcpu = cpu;
+		return true;
+	}
+	return cpu - pp->sm_preemptcpu < HOG_GRACE_NS;
+}
+
 /* Lend capacity around stuck Ms; returns how many Ps were lent or asked
  * to yield.  *w: the blocking calls watched (struct watch). */
 static int retake(int64_t now, struct watch *w)
@@ -301,19 +358,21 @@ static int retake(int64_t now, struct watch *w)
 			}
 			continue;
 		}
-		/* timers the owner is not getting to (it runs one G without a
-		 * switch, or sits in a call): fire them from here; the Gs they
-		 * ready go to the global queue, where any M can take them */
-		int64_t t0 = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
-		if (t0 && now - t0 > TIMER_LATE_NS) {
-			checktimers(pp, now);
-			n++;
-		}
 		/* acquire: pairs with entersyscall's release */
 		bool insys = atomic_load_explicit(&pp->insyscall, memory_order_acquire);
 		uint32_t tick = insys ? atomic_load_explicit(&pp->syscalltick, memory_order_relaxed)
 				      : atomic_load_explicit(&pp->schedtick, memory_order_relaxed);
 		uint32_t *seen = insys ? &pp->sm_syscalltick : &pp->sm_schedtick;
+		/* timers the owner is not getting to (it runs one G without a
+		 * switch, or sits in a call): its next switch fires them, or
+		 * sysmon does; the Gs sysmon readies go to the global queue,
+		 * where any M can take them (timers_toowner) */
+		int64_t t0 = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
+		if (t0 && now - t0 > TIMER_LATE_NS) {
+			if (!timers_toowner(pp, now, insys, tick, np))
+				checktimers(pp, now);
+			n++;
+		}
 		if (pp->sm_watched) {
 			/* a call watched last round: still the same one? */
 			pp->sm_watched = false;

@@ -278,6 +278,189 @@ Test(sched, sleep_order_not_early, .timeout = 30)
 	fprintf(stderr, "%s", c.out); /* "order not checked: ..." on a loaded machine */
 }
 
+/* ---- a sleeper wakes ahead of Gs that take yield requests ------------------------ */
+
+/* One P, SB_HOGS Gs that never park but make a runtime call at every
+ * step (a send and a receive on a buffered channel of their own), so
+ * they take sysmon's yield requests, and main sleeping 1 ms at a time.
+ * How many hog runs (hand-offs between hogs) does a sleep take?  Before,
+ * sysmon fired the late timer and main went to the global queue's tail
+ * behind every preempted hog: a whole round of them, SB_HOGS hand-offs
+ * of a 10 ms slice each (0.2-0.7 s a sleep at load 40-90: a preloaded
+ * server's loops, test_preload_serve, ran past its timeout).  Now the
+ * running hog is asked to yield and the sleeper runs at that switch: 1-2
+ * runs.  Counted in events (hog runs), not time. */
+#define SB_HOGS 6
+#define SB_ROUNDS 20
+static _Atomic int sb_stop, sb_last = -1;
+static _Atomic long sb_runs;
+static weft_wg_t sb_wg = WEFT_WG_INIT;
+
+static void sb_hog(void *arg)
+{
+	int me = (int)(intptr_t)arg;
+	weft_chan_t *c = weft_chan_make(sizeof(int), 1);
+	int v = 0;
+	while (!atomic_load_explicit(&sb_stop, memory_order_relaxed)) {
+		if (atomic_load_explicit(&sb_last, memory_order_relaxed) != me) {
+			atomic_store_explicit(&sb_last, me, memory_order_relaxed);
+			atomic_fetch_add_explicit(&sb_runs, 1, memory_order_relaxed);
+		}
+		if (weft_chan_send(c, &v) != 0 || weft_chan_recv(c, &v) != 1)
+			abort();
+	}
+	weft_chan_free(c);
+	weft_wg_done(&sb_wg);
+}
+
+static int sleep_behind_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	weft_wg_add(&sb_wg, SB_HOGS);
+	for (intptr_t i = 0; i < SB_HOGS; i++)
+		if (weft_go(sb_hog, (void *)i) < 0)
+			return 10;
+	weft_sleep(1000000); /* they all run once */
+	int waited = 0; /* sleeps that took more than 3 hog runs */
+	long most = 0;
+	for (int r = 0; r < SB_ROUNDS; r++) {
+		atomic_store(&sb_last, -1); /* the next hog to run counts */
+		long r0 = atomic_load(&sb_runs);
+		weft_sleep(1000000);
+		long runs = atomic_load(&sb_runs) - r0;
+		waited += runs > 3;
+		if (runs > most)
+			most = runs;
+	}
+	atomic_store(&sb_stop, 1);
+	weft_wg_wait(&sb_wg);
+	weft_stats_t st;
+	weft_stats(&st);
+	printf("%d of %d sleeps waited behind more than 3 hog runs (most %ld); "
+	       "preempts %lld, lends %lld, timers rescued %lld\n",
+	       waited, SB_ROUNDS, most, (long long)st.preempts, (long long)st.hog_handoffs,
+	       (long long)st.timers_rescued);
+	return waited > SB_ROUNDS / 4 ? 30 : 0;
+}
+
+static int sleep_behind_child(void)
+{
+	return weft_main(sleep_behind_body, 0, NULL);
+}
+
+Test(sched, sleeper_runs_before_preempted_gs, .timeout = 180)
+{
+	struct child c;
+	run_child(&c, env_procs1, sleep_behind_child, 160);
+	fprintf(stderr, "%s", c.out);
+	cr_assert(WIFEXITED(c.status), "status %d, stderr: %s", c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "stdout: %s stderr: %s", c.out, c.err);
+}
+
+/* ---- a spare told to retire hands on its Gs at a preemption ---------------------- */
+
+/* One P.  rs_blocker blocks P 0's M in a read: sysmon lends a spare, on
+ * which main runs on.  Main unblocks it; back from its call, P 0's M
+ * gives the spare back (one to retire), and the blocker loops on channel
+ * calls on P 0 until the end.  Main, still on the spare, spawns rs_late
+ * (queued there, in runnext) and loops on channel calls until it has run.
+ * sysmon asks main to give way (a G waits behind it); nextg_fast gives
+ * nothing on a spare to retire, and before, main ran on: rs_late waited
+ * for good (P 0, never idle, does not steal) and so did the test.  Now
+ * the preemption goes through the scheduler, which retires the spare
+ * and hands its Gs to the global queue, where P 0 takes them. */
+static int rs_pipe[2];
+static _Atomic int rs_back, rs_ran, rs_done, rs_inblock;
+
+static void rs_spin(weft_chan_t *c, _Atomic int *until)
+{
+	int v = 0;
+	while (!atomic_load(until))
+		if (weft_chan_send(c, &v) != 0 || weft_chan_recv(c, &v) != 1)
+			abort();
+}
+
+static void rs_blocker(void *arg)
+{
+	(void)arg;
+	char c;
+	atomic_store(&rs_inblock, 1);
+	weft_blocking_enter();
+	long r = syscall(SYS_read, rs_pipe[0], &c, 1); /* raw: P 0's M blocks */
+	weft_blocking_exit(); /* gives the spare back */
+	if (r != 1)
+		abort();
+	atomic_store(&rs_back, 1);
+	weft_chan_t *ch = weft_chan_make(sizeof(int), 1);
+	rs_spin(ch, &rs_done); /* P 0 stays busy: it never steals */
+	weft_chan_free(ch);
+	weft_wg_done(&wg_all);
+}
+
+static void rs_late(void *arg)
+{
+	(void)arg;
+	atomic_store(&rs_ran, 1);
+	weft_wg_done(&wg_all);
+}
+
+static int retiring_spare_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	if (syscall(SYS_pipe2, rs_pipe, 0))
+		return 20;
+	weft_wg_add(&wg_all, 2);
+	weft_go(rs_blocker, NULL);
+	while (!atomic_load(&rs_inblock))
+		weft_yield(); /* we run again on the spare sysmon lends */
+	weft_stats_t st;
+	do {
+		weft_yield();
+		weft_stats(&st);
+	} while (st.syscall_handoffs + st.hog_handoffs == 0);
+	weft_chan_t *ch = weft_chan_make(sizeof(int), 1);
+	if (syscall(SYS_write, rs_pipe[1], "x", 1) != 1)
+		return 21;
+	rs_spin(ch, &rs_back); /* on the spare, without parking */
+	weft_stats(&st);
+	int64_t asked0 = st.preempts;
+	weft_go(rs_late, NULL);
+	/* until it has run, counting sysmon's requests to give way: with
+	 * the fix, the first one main takes hands rs_late on (and one or
+	 * two more, to P 0's G, run it) */
+	int v = 0;
+	for (long i = 0; !atomic_load(&rs_ran); i++) {
+		if (weft_chan_send(ch, &v) != 0 || weft_chan_recv(ch, &v) != 1)
+			return 22;
+		if (i % 1024 == 0) {
+			weft_stats(&st);
+			if (st.preempts - asked0 > 10) {
+				printf("rs_late still queued after %lld requests to give way\n",
+				       (long long)(st.preempts - asked0));
+				fflush(stdout);
+				_exit(30);
+			}
+		}
+	}
+	atomic_store(&rs_done, 1);
+	weft_chan_free(ch);
+	weft_wg_wait(&wg_all);
+	return 0;
+}
+
+static int retiring_spare_child(void)
+{
+	return weft_main(retiring_spare_body, 0, NULL);
+}
+
+Test(sched, retiring_spare_hands_on_its_gs, .timeout = 120)
+{
+	struct child c;
+	run_child(&c, env_procs1, retiring_spare_child, 60);
+	cr_assert(WIFEXITED(c.status), "status %d (a hang: SIGALRM), stderr: %s", c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "stdout: %s stderr: %s", c.out, c.err);
+}
+
 /* ---- short sleeps under lock contention on 4 Ps ------------------------ */
 
 /* Readers and writers on a mutex and two conds (a rwlock built by hand),

@@ -1014,12 +1014,14 @@ HOOK int pthread_setschedprio(pthread_t th, int prio)
  * spinner (haproxy's `show threads`: every thread's SIGURG handler spins
  * so until all have arrived; hung on 1 and 2 Ps -
  * real::sched_yield_lets_other_gs_run).  A plain thread, a G inside the
- * runtime or in a call: the kernel's. */
+ * runtime or in a call: the kernel's.  A G with nothing else to run on
+ * its P: the kernel's too, after weft_yield found none - the Gs it
+ * spins for may be runnable on other Ps whose OS threads wait for the
+ * CPU this thread holds (realprogs yield_rendezvous on 4 Ps: ~10x less
+ * CPU for the same rounds; docs/preload.md). */
 HOOK int sched_yield(void)
 {
-	if (hook_g())
-		weft_yield();
-	else
+	if (!hook_g() || !rt_yield())
 		sys3(SYS_sched_yield, 0, 0, 0);
 	return 0;
 }
