@@ -814,11 +814,11 @@ static void stopm(struct m *m)
 	lock(&sched.lock);
 	mput(m);
 	unlock(&sched.lock);
-	if (checkdead && allpidle()) {
-		uintptr_t fs = tls_ownenter(m); /* its report is stdio */
+	/* on whatever block the scheduler kept: checkdead moves to the M's
+	 * own TLS only for its /proc read and its report (two FS loads per
+	 * idle M were 29% of a preloaded memcached's arch_prctl) */
+	if (checkdead && allpidle())
 		checkdead();
-		tls_ownleave(m, fs);
-	}
 	notesleep(&m->park);
 	noteclear(&m->park);
 	acquirep(m, m->nextp);
