@@ -21,8 +21,10 @@
  * nthreadwoken before the futex wake), and an unreadable /proc means no
  * verdict.
  *
- * Called by an M about to sleep with every P idle (stopm), and by a
- * plain thread about to block (waiter_block): whichever comes last sees
+ * Called by an M about to sleep with every P idle (stopm: on whatever
+ * TLS block its scheduler kept, so only the /proc read and the report
+ * load the M's own), and by a plain thread about to block
+ * (waiter_block): whichever comes last sees
  * the other's state, since each publishes its own (mput under
  * sched.lock; nthreadwait, seq_cst) before it looks.
  */
@@ -172,7 +174,12 @@ static bool dead(void)
 		return false;
 	if (earliest_timer() != 0 || atomic_load(&netpollwaiters) != 0)
 		return false;
+	/* opendir allocates, which only ever runs on an OS thread's own
+	 * TLS (alloc.c): the scheduler may have kept a G's block */
+	struct m *m = getm();
+	uintptr_t fs = tls_ownenter(m);
 	int nthreads = livethreads();
+	tls_ownleave(m, fs);
 	if (nthreads < 0)
 		return false;
 	int plain = nthreads - a.mcount - 1 /* sysmon */ - dump_nthreads();
@@ -186,6 +193,7 @@ static _Atomic int reported;
 
 static void report(void)
 {
+	(void)tls_ownenter(getm()); /* stdio and the dump: the thread's own TLS, for good */
 	int zero = 0;
 	if (!atomic_compare_exchange_strong(&reported, &zero, 1))
 		for (;;)

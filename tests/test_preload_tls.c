@@ -248,6 +248,43 @@ Test(tls, scheduler_keeps_the_block, .timeout = 300)
 	cr_expect(fs >= 2 * 1000, "g0keep=0: %ld FS loads: %s", fs, R.err);
 }
 
+/* The switch counts of schedtrace's last line: G->G, G->scheduler,
+ * scheduler->G. */
+static bool last_switches(const char *text, long sw[3])
+{
+	const char *last = NULL;
+	for (const char *p = text; (p = strstr(p, " switches=")); p++)
+		last = p;
+	if (!last)
+		return false;
+	char *e;
+	sw[0] = strtol(last + 10, &e, 10);
+	sw[1] = *e == '/' ? strtol(e + 1, &e, 10) : -1;
+	sw[2] = *e == '/' ? strtol(e + 1, &e, 10) : -1;
+	return sw[1] >= 0 && sw[2] >= 0;
+}
+
+/* An M that goes to sleep with every P idle makes the deadlock check
+ * (stopm) on the block its scheduler kept: it loaded the M's own TLS
+ * for it and the block back, two FS loads per sleep (29% of a preloaded
+ * memcached's arch_prctl).  Three threads napping on two Ps: every FS
+ * load is now a switch into a G (at most one each, plus a few for the
+ * threads' start and the joins); before, 9,157 and 9,474 loads for
+ * 6,006 and 5,989 switches into a G. */
+Test(tls, idle_m_deadlock_check_loads_no_block, .timeout = 300)
+{
+	const char *a[] = { h_prog("tls"), "naps", "2000", NULL };
+	const char *env[] = { "WEFT_DEBUG=schedtrace=20", NULL };
+	h_shim_run(&R, 2, a, env, NULL, 240);
+	cr_assert_eq(h_code(&R), 0, "%s%s", R.out, R.err);
+	cr_expect(strstr(R.out, "naps wrong=0 total=6000"), "%s%s", R.out, R.err);
+	long fs = last_field(R.err, "fsloads"), sw[3];
+	cr_assert(fs >= 0 && last_switches(R.err, sw), "no schedtrace counts: %s", R.err);
+	long into = sw[0] + sw[2];
+	cr_expect(into >= 1000, "only %ld switches into a G: %s", into, R.err);
+	cr_expect(fs <= into + 50, "%ld FS loads for %ld switches into a G", fs, into);
+}
+
 /* No WEFT_TLS: every thread its own TLS (the default under the shim). */
 Test(tls, thread_is_the_default, .timeout = 120)
 {

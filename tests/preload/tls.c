@@ -25,6 +25,7 @@
  *                  round to the last (a thread's malloc cache is given back)
  *   tls nap [R]    one thread naps R times (50 us), alone: errno and a
  *                  __thread value stay its own
+ *   tls naps [R]   the same, three threads at once
  *   tls rss [N]    N threads (default 2,000) parked in a pipe read: prints
  *                  "rss per_thread=B" (VmRSS grown from before the first
  *                  thread to all parked, over N); the test compares modes
@@ -502,6 +503,20 @@ static int run_nap(int rounds)
 	return 0;
 }
 
+/* Three threads that nap together: with two Ps one M blocks in the
+ * netpoller for the next nap's end while another finds nothing to run
+ * and sleeps (stopm) with every P idle, on the block of the thread it
+ * ran last (the deadlock check it makes there loads no other block). */
+static int run_naps(int rounds)
+{
+	pthread_t t[3];
+	for (int i = 0; i < 3; i++)
+		pthread_create(&t[i], NULL, nap_thread, (void *)(long)rounds);
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	return 0;
+}
+
 static size_t inuse(void)
 {
 	struct mallinfo2 mi = mallinfo2();
@@ -619,6 +634,8 @@ int main(int argc, char **argv)
 		rc = run_mleak();
 	} else if (!strcmp(c, "nap")) {
 		rc = run_nap(rounds);
+	} else if (!strcmp(c, "naps")) {
+		rc = run_naps(rounds);
 	} else if (!strcmp(c, "rss")) {
 		rc = run_rss(argc > 2 ? rounds : 2000);
 	} else if (!strcmp(c, "churn")) {
