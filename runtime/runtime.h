@@ -116,6 +116,7 @@ bool stackcanary_ok(const struct stack *s);
 void stackinit(void);
 void stack_overflow(struct g *gp);                /* fatal report */
 void stack_sigaltstack(struct m *m);              /* per-M signal stack */
+void stack_sigaltstack_free(struct m *m);         /* a retiring M's (proc.c mexit) */
 bool stack_scavenge(void);                        /* sysmon: unmap free chunks */
 size_t stacksize(const struct stack *s);
 
@@ -355,6 +356,12 @@ struct m {
 	 * its signal handlers too (the shim's SIGWEFT handler sets the mask
 	 * it returns to from it): relaxed. */
 	_Atomic uint64_t sigk;
+	/* The tid its thread had when the M retired (mretire), while that
+	 * thread may still be on its way out; 0 once the descriptor is
+	 * reused (mnew).  The deadlock check does not count it among the
+	 * plain threads (deadlock.c).  Relaxed: a stale 0 only delays a
+	 * deadlock report to the next check. */
+	_Atomic int exittid;
 };
 
 /* m->kwait.  Invariant: a kick's signal is sent only while the word
@@ -482,7 +489,11 @@ struct sched {
 	struct lock lock;             /* protects idle lists, global runq, gfree */
 	struct m *midle;              /* idle Ms */
 	int32_t nmidle;
-	_Atomic int32_t mcount;       /* Ms created */
+	_Atomic int32_t mcount;       /* Ms whose threads run (made, not retired) */
+	struct m *mfree;              /* retired Ms' descriptors, for the next
+	                               * (proc.c mnew), linked by schedlink */
+	_Atomic int64_t nmmade;       /* OS threads made for Ms (relaxed: a count) */
+	_Atomic int64_t nmretired;    /* of them, ended while idle (relaxed) */
 	_Atomic int32_t nmspinning;   /* Ms looking for work */
 	struct p *pidle;              /* idle Ps */
 	_Atomic int32_t npidle;
@@ -530,8 +541,10 @@ extern struct p *allp[MAXALLP];
 extern _Atomic int32_t nallp;
 extern struct m *_Atomic allm;
 /* The M running gp now, or NULL (any thread; relaxed: the answer may be
- * stale by the time it is used - Ms are never freed, so it is safe to
- * read, and every caller acts harmlessly on an M that moved on). */
+ * stale by the time it is used - Ms are never freed (a retired M's
+ * descriptor stays on allm, running nothing, until a new M reuses it),
+ * so it is safe to read, and every caller acts harmlessly on an M that
+ * moved on). */
 struct m *g_curm(struct g *gp);
 
 /* The M running on this OS thread; NULL for plain threads. Initial-exec

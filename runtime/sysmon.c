@@ -450,7 +450,7 @@ static void schedtrace(int64_t now, int64_t start)
 	if (n < (int)sizeof buf - 128)
 		n += snprintf(buf + n, sizeof buf - n,
 			      " kernelwaits=%lld kwaitkicks=%lld netpolls=%lld/%lld sysmonwakes=%lld"
-			      " lends=%lld/%lld preempts=%lld turns=%lld",
+			      " lends=%lld/%lld preempts=%lld turns=%lld mthreads=%lld/%lld",
 			      (long long)atomic_load(&sched.nsyscallwait),
 			      (long long)atomic_load(&sched.nkwaitkick),
 			      (long long)atomic_load(&sched.nnetpoll),
@@ -459,7 +459,9 @@ static void schedtrace(int64_t now, int64_t start)
 			      (long long)atomic_load(&sched.nsyscallretake),
 			      (long long)atomic_load(&sched.nhogretake),
 			      (long long)atomic_load(&sched.npreempt),
-			      (long long)atomic_load(&sched.nturn));
+			      (long long)atomic_load(&sched.nturn),
+			      (long long)atomic_load_explicit(&sched.nmmade, memory_order_relaxed),
+			      (long long)atomic_load_explicit(&sched.nmretired, memory_order_relaxed));
 	/* switches G->G, G->scheduler, scheduler->G and FS base loads,
 	 * summed over the Ms */
 	uint64_t sw[3] = { 0 }, fs = 0;
@@ -602,6 +604,8 @@ static void stats_fill(weft_stats_t *st)
 		fast += (int64_t)atomic_load_explicit(&allp[i]->nchanfast, memory_order_relaxed);
 	st->chan_fast_handoffs = fast;
 	st->thread_state_reads = atomic_load(&sched.nstatreads);
+	st->threads_made = atomic_load_explicit(&sched.nmmade, memory_order_relaxed);
+	st->threads_retired = atomic_load_explicit(&sched.nmretired, memory_order_relaxed);
 }
 
 int weft_stats_sized(weft_stats_t *st, size_t size)

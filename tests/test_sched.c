@@ -5,6 +5,7 @@
  */
 #include "helpers.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -1213,6 +1214,182 @@ Test(sched, retired_spare_timers_move, .timeout = 30)
 {
 	struct child c;
 	run_child(&c, env_procs1, spare_timers_child, 20);
+	cr_assert(WIFEXITED(c.status), "status %d (hung?), stderr: %s", c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "exit %d, stderr: %s", WEXITSTATUS(c.status), c.err);
+}
+
+/* ---- idle Ms retire ------------------------------------------------------------ */
+
+/* Gs blocked in raw kernel calls make sysmon lend a spare P, and an M
+ * for it, around each; when the calls end those Ms go idle.  An idle M
+ * beyond the first gomaxprocs ends its thread after a second with no P
+ * (proc.c mretire); before, every one stayed for the process's life. */
+#define RETIRE_BLOCKERS 12
+static int rpfd[2];
+static _Atomic int rblocked;
+static weft_wg_t wg_rblock = WEFT_WG_INIT;
+
+static void rblocker(void *arg)
+{
+	(void)arg;
+	char c;
+	atomic_fetch_add(&rblocked, 1);
+	weft_blocking_enter();
+	long r = syscall(SYS_read, rpfd[0], &c, 1); /* raw: this M blocks here */
+	weft_blocking_exit();
+	if (r != 1)
+		abort();
+	weft_wg_done(&wg_rblock);
+}
+
+/* OS threads of this process now (/proc/self/task), -1 if unreadable. */
+static int ntasks(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return -1;
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* Block n Gs in raw reads, one after another, each with this G queued
+ * behind it (so sysmon lends a spare P for the next), then end them all.
+ * 0, or a child's exit status. */
+static int rburst(int n)
+{
+	int base = atomic_load(&rblocked);
+	weft_wg_add(&wg_rblock, n);
+	for (int i = 1; i <= n; i++) {
+		if (weft_go(rblocker, NULL) < 0)
+			return 30;
+		/* we run again only on a spare lent around the blocked M */
+		while (atomic_load(&rblocked) < base + i)
+			weft_yield();
+	}
+	char buf[RETIRE_BLOCKERS];
+	memset(buf, 'x', sizeof buf);
+	if (syscall(SYS_write, rpfd[1], buf, (size_t)n) != n)
+		return 31;
+	weft_wg_wait(&wg_rblock);
+	return 0;
+}
+
+static int retire_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	if (syscall(SYS_pipe2, rpfd, 0))
+		return 20;
+	int procs = weft_maxprocs(0);
+	weft_stats_t st0, st;
+	weft_stats(&st0);
+	int r = rburst(RETIRE_BLOCKERS);
+	if (r)
+		return r;
+	int peak = ntasks();
+	/* the process's main thread (in weft_main), sysmon, an M per P (or
+	 * the netpoller's), and gomaxprocs idle Ms kept */
+	int bound = 2 * procs + 3;
+	if (peak <= bound) {
+		printf("only %d threads after the burst: nothing tested\n", peak);
+		return 0;
+	}
+	/* a hang detector, not a time bound on the retirement: the test
+	 * polls the count (each idle M retires a second after it went idle) */
+	int64_t deadline = 30LL * test_slow();
+	int n = peak;
+	for (int64_t waited = 0; (n = ntasks()) > bound; waited++) {
+		if (waited / 100 > deadline) {
+			weft_stats(&st);
+			fprintf(stderr, "%d OS threads (bound %d, %d after the burst), %lld retired\n",
+				n, bound, peak, (long long)(st.threads_retired - st0.threads_retired));
+			return 32;
+		}
+		weft_sleep(10000000);
+	}
+	weft_stats(&st);
+	if (st.threads_retired - st0.threads_retired < peak - bound) {
+		fprintf(stderr, "%lld Ms retired, %d threads went\n",
+			(long long)(st.threads_retired - st0.threads_retired), peak - n);
+		return 33;
+	}
+	/* a retired M's descriptor serves the next: a second burst works */
+	r = rburst(RETIRE_BLOCKERS);
+	if (r)
+		return r + 10;
+	printf("%d threads after the burst, %d after the retirement\n", peak, n);
+	return 0;
+}
+
+static int retire_child(void)
+{
+	return weft_main(retire_body, 0, NULL);
+}
+
+Test(sched, idle_threads_retire_1p, .timeout = 120)
+{
+	struct child c;
+	run_child(&c, env_procs1, retire_child, 100);
+	cr_assert(WIFEXITED(c.status), "status %d (hung?), stderr: %s", c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "exit %d, stderr: %s", WEXITSTATUS(c.status), c.err);
+}
+
+Test(sched, idle_threads_retire_2p, .timeout = 120)
+{
+	struct child c;
+	run_child(&c, env_procs2, retire_child, 100);
+	cr_assert(WIFEXITED(c.status), "status %d (hung?), stderr: %s", c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "exit %d, stderr: %s", WEXITSTATUS(c.status), c.err);
+}
+
+/* No storm: Ms that go idle between bursts a short while apart are the
+ * next burst's, not retired and made again.  30 bursts of 4 blocked
+ * calls with 20 ms between them need 5 Ms on 1 P; a rule that retired an
+ * idle M at once (or after a few ms) made ~3 threads per burst. */
+#define STORM_BURSTS 30
+#define STORM_CALLS 4
+
+static int storm_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	if (syscall(SYS_pipe2, rpfd, 0))
+		return 20;
+	weft_stats_t st0, st;
+	weft_stats(&st0);
+	for (int b = 0; b < STORM_BURSTS; b++) {
+		int r = rburst(STORM_CALLS);
+		if (r)
+			return r;
+		weft_sleep(20000000); /* the Ms go idle */
+	}
+	weft_stats(&st);
+	int64_t made = st.threads_made - st0.threads_made;
+	int64_t retired = st.threads_retired - st0.threads_retired;
+	printf("%lld threads made, %lld retired over %d bursts\n", (long long)made,
+	       (long long)retired, STORM_BURSTS);
+	/* what one burst needs, twice over: a machine that stalls the
+	 * process for a second between two bursts may retire a few */
+	if (made > 2 * (STORM_CALLS + 2)) {
+		fprintf(stderr, "%lld OS threads made (%lld retired) for %d bursts of %d blocked calls\n",
+			(long long)made, (long long)retired, STORM_BURSTS, STORM_CALLS);
+		return 21;
+	}
+	return 0;
+}
+
+static int storm_child(void)
+{
+	return weft_main(storm_body, 0, NULL);
+}
+
+Test(sched, idle_threads_no_storm, .timeout = 120)
+{
+	struct child c;
+	run_child(&c, env_procs1, storm_child, 100);
 	cr_assert(WIFEXITED(c.status), "status %d (hung?), stderr: %s", c.status, c.err);
 	cr_assert_eq(WEXITSTATUS(c.status), 0, "exit %d, stderr: %s", WEXITSTATUS(c.status), c.err);
 }
