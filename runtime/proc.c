@@ -610,6 +610,15 @@ static void *mstart(void *arg)
 
 static int64_t mid_gen;
 
+/* Idle Ms retire only once no M has been made for this long (mretire,
+ * below): a workload whose bursts of blocked calls come a few seconds
+ * apart (MariaDB's 512 clients connecting: a burst every ~2 s for ~6 s
+ * on a loaded machine) keeps the Ms it made for them, instead of
+ * retiring them between two bursts and making them again (2.4 thread
+ * starts a second against 1.1 with Ms kept for good, before this). */
+#define MNEW_QUIET_NS 5000000000LL
+static _Atomic int64_t lastmnew; /* nanotime when mnew last made an M (relaxed: a hint) */
+
 /* Go's checkmcount: n OS threads for Ms (sysmon is one more).  Past
  * WEFT_MAXTHREADS the program has that many threads stuck in calls weft
  * does not see, or makes them in a runaway: say so, dump, stop. */
@@ -702,6 +711,7 @@ static struct m *mnew(struct p *pp, bool spinning)
 	m->nextg = NULL;
 	m->spinning = spinning;
 	checkmcount(atomic_fetch_add(&sched.mcount, 1) + 1);
+	atomic_store_explicit(&lastmnew, nanotime(), memory_order_relaxed);
 	return m;
 }
 
@@ -861,7 +871,8 @@ bool allpidle(void)
 }
 
 /* An idle M (on sched.midle) that has had no P for this long ends its
- * thread if more than gomaxprocs Ms are idle then (mretire).  Go keeps
+ * thread if more than gomaxprocs Ms are idle then, once no M has been
+ * made for MNEW_QUIET_NS (mretire).  Go keeps
  * idle Ms for good; glibc's and most thread pools end idle workers after
  * a timeout.  The Ms of spares that sysmon lent around blocking calls
  * are idle once the calls end, and without this they stayed, one per
@@ -869,27 +880,38 @@ bool allpidle(void)
  * 17-88 OS threads on 2 Ps). */
 #define MIDLE_RETIRE_NS 1000000000LL
 
-/* Invariant (no P for a retiring M): an idle M is handed a P only by the
+/* An idle M whose wait timed out: 1 if it retired (off sched.midle,
+ * uncounted); 0 if it is to wait with no timeout (kept: gomaxprocs or
+ * fewer Ms idle; or handed a P meanwhile); -1 to ask again in *again ns
+ * (an M was made less than MNEW_QUIET_NS ago).
+ *
+ * Invariant (no P for a retiring M): an idle M is handed a P only by the
  * thread that took it off sched.midle (mget, then nextp and notewakeup:
  * startm), and it retires only if it takes itself off that list, both
  * under sched.lock.  So it is either handed a P or retires, never both;
  * one that times out and finds itself off the list has a P and a
  * wake-up on their way. */
-static bool mretire(struct m *m)
+static int mretire(struct m *m, int64_t *again)
 {
-	bool out = false;
+	int r = 0;
 	lock(&sched.lock);
-	if (sched.nmidle > sched.gomaxprocs && !m->lockedg) {
+	int64_t since = nanotime() - atomic_load_explicit(&lastmnew, memory_order_relaxed);
+	if (sched.nmidle <= sched.gomaxprocs || m->lockedg) {
+		r = 0; /* kept */
+	} else if (since < MNEW_QUIET_NS) {
+		*again = MNEW_QUIET_NS - since;
+		r = -1;
+	} else {
 		for (struct m **l = &sched.midle; *l; l = &(*l)->schedlink) {
 			if (*l == m) {
 				*l = m->schedlink;
 				sched.nmidle--;
-				out = true;
+				r = 1;
 				break;
 			}
 		}
 	}
-	if (out) {
+	if (r > 0) {
 		atomic_fetch_sub(&sched.mcount, 1);
 		atomic_fetch_add_explicit(&sched.nmretired, 1, memory_order_relaxed);
 		atomic_store_explicit(&m->exittid, atomic_load(&m->tid), memory_order_relaxed);
@@ -900,7 +922,7 @@ static bool mretire(struct m *m)
 		atomic_store(&m->tid, 0);
 	}
 	unlock(&sched.lock);
-	return out;
+	return r;
 }
 
 /* Park this M until someone hands it a P: true, holding it.  False: it
@@ -917,10 +939,14 @@ static bool stopm(struct m *m)
 		checkdead();
 		tls_ownleave(m, fs);
 	}
-	if (!notetsleep(&m->park, MIDLE_RETIRE_NS)) {
-		if (mretire(m))
+	for (int64_t wait = MIDLE_RETIRE_NS; !notetsleep(&m->park, wait);) {
+		int r = mretire(m, &wait);
+		if (r > 0)
 			return false;
-		notesleep(&m->park);
+		if (r == 0) {
+			notesleep(&m->park); /* kept: no timeout */
+			break;
+		}
 	}
 	noteclear(&m->park);
 	acquirep(m, m->nextp);

@@ -1349,9 +1349,9 @@ Test(sched, idle_threads_retire_2p, .timeout = 120)
 /* No storm: Ms that go idle between bursts a short while apart are the
  * next burst's, not retired and made again.  30 bursts of 4 blocked
  * calls with 20 ms between them need 5 Ms on 1 P; a rule that retired an
- * idle M at once (or after a few ms) made ~3 threads per burst. */
-#define STORM_BURSTS 30
-#define STORM_CALLS 4
+ * idle M after 1 ms made 91 threads for them. */
+static int storm_bursts = 30, storm_calls = 4;
+static int64_t storm_gap = 20000000;
 
 static int storm_body(int argc, char **argv)
 {
@@ -1360,22 +1360,22 @@ static int storm_body(int argc, char **argv)
 		return 20;
 	weft_stats_t st0, st;
 	weft_stats(&st0);
-	for (int b = 0; b < STORM_BURSTS; b++) {
-		int r = rburst(STORM_CALLS);
+	for (int b = 0; b < storm_bursts; b++) {
+		int r = rburst(storm_calls);
 		if (r)
 			return r;
-		weft_sleep(20000000); /* the Ms go idle */
+		weft_sleep(storm_gap); /* the Ms go idle */
 	}
 	weft_stats(&st);
 	int64_t made = st.threads_made - st0.threads_made;
 	int64_t retired = st.threads_retired - st0.threads_retired;
 	printf("%lld threads made, %lld retired over %d bursts\n", (long long)made,
-	       (long long)retired, STORM_BURSTS);
+	       (long long)retired, storm_bursts);
 	/* what one burst needs, twice over: a machine that stalls the
-	 * process for a second between two bursts may retire a few */
-	if (made > 2 * (STORM_CALLS + 2)) {
+	 * process for seconds between two bursts may retire a few */
+	if (made > 2 * (storm_calls + 2)) {
 		fprintf(stderr, "%lld OS threads made (%lld retired) for %d bursts of %d blocked calls\n",
-			(long long)made, (long long)retired, STORM_BURSTS, STORM_CALLS);
+			(long long)made, (long long)retired, storm_bursts, storm_calls);
 		return 21;
 	}
 	return 0;
@@ -1388,6 +1388,22 @@ static int storm_child(void)
 
 Test(sched, idle_threads_no_storm, .timeout = 120)
 {
+	struct child c;
+	run_child(&c, env_procs1, storm_child, 100);
+	cr_assert(WIFEXITED(c.status), "status %d (hung?), stderr: %s", c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "exit %d, stderr: %s", WEXITSTATUS(c.status), c.err);
+}
+
+/* Bursts 1.5 s apart: each burst's Ms are idle for more than the second
+ * after which an idle M may retire, but none retires while an M was made
+ * less than 5 s ago (proc.c MNEW_QUIET_NS), so the next burst has them:
+ * 4 bursts of 6 calls make the Ms of one.  (Retiring them between two
+ * bursts made ~6 threads per burst.) */
+Test(sched, idle_threads_no_storm_slow_bursts, .timeout = 120)
+{
+	storm_bursts = 4;
+	storm_calls = 6;
+	storm_gap = 1500000000;
 	struct child c;
 	run_child(&c, env_procs1, storm_child, 100);
 	cr_assert(WIFEXITED(c.status), "status %d (hung?), stderr: %s", c.status, c.err);
