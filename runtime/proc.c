@@ -617,7 +617,17 @@ static int64_t mid_gen;
  * retiring them between two bursts and making them again (2.4 thread
  * starts a second against 1.1 with Ms kept for good, before this). */
 #define MNEW_QUIET_NS 5000000000LL
-static _Atomic int64_t lastmnew; /* nanotime when mnew last made an M (relaxed: a hint) */
+/* An M made less than the window after one retired doubles the window,
+ * up to this: a workload whose bursts come further apart than 6 s keeps
+ * its Ms after one such round trip (a retire, then a new M for the next
+ * burst), instead of making a burst's Ms again every time; the window
+ * halves back after a retire that came two windows after the last M
+ * was made. */
+#define MNEW_QUIET_MAX_NS 60000000000LL
+/* nanotime when mnew last made an M, when mretire last retired one, and
+ * the window now (relaxed: hints; a lost update only moves the window
+ * one step late) */
+static _Atomic int64_t lastmnew, lastmretire, mquiet = MNEW_QUIET_NS;
 
 /* Go's checkmcount: n OS threads for Ms (sysmon is one more).  Past
  * WEFT_MAXTHREADS the program has that many threads stuck in calls weft
@@ -711,7 +721,11 @@ static struct m *mnew(struct p *pp, bool spinning)
 	m->nextg = NULL;
 	m->spinning = spinning;
 	checkmcount(atomic_fetch_add(&sched.mcount, 1) + 1);
-	atomic_store_explicit(&lastmnew, nanotime(), memory_order_relaxed);
+	int64_t now = nanotime();
+	int64_t q = atomic_load_explicit(&mquiet, memory_order_relaxed);
+	if (now - atomic_load_explicit(&lastmretire, memory_order_relaxed) < q && q < MNEW_QUIET_MAX_NS)
+		atomic_store_explicit(&mquiet, 2 * q, memory_order_relaxed);
+	atomic_store_explicit(&lastmnew, now, memory_order_relaxed);
 	return m;
 }
 
@@ -883,7 +897,7 @@ bool allpidle(void)
 /* An idle M whose wait timed out: 1 if it retired (off sched.midle,
  * uncounted); 0 if it is to wait with no timeout (kept: gomaxprocs or
  * fewer Ms idle; or handed a P meanwhile); -1 to ask again in *again ns
- * (an M was made less than MNEW_QUIET_NS ago).
+ * (an M was made less than the window, mquiet, ago).
  *
  * Invariant (no P for a retiring M): an idle M is handed a P only by the
  * thread that took it off sched.midle (mget, then nextp and notewakeup:
@@ -895,11 +909,13 @@ static int mretire(struct m *m, int64_t *again)
 {
 	int r = 0;
 	lock(&sched.lock);
-	int64_t since = nanotime() - atomic_load_explicit(&lastmnew, memory_order_relaxed);
+	int64_t now = nanotime();
+	int64_t since = now - atomic_load_explicit(&lastmnew, memory_order_relaxed);
+	int64_t q = atomic_load_explicit(&mquiet, memory_order_relaxed);
 	if (sched.nmidle <= sched.gomaxprocs || m->lockedg) {
 		r = 0; /* kept */
-	} else if (since < MNEW_QUIET_NS) {
-		*again = MNEW_QUIET_NS - since;
+	} else if (since < q) {
+		*again = q - since;
 		r = -1;
 	} else {
 		for (struct m **l = &sched.midle; *l; l = &(*l)->schedlink) {
@@ -912,6 +928,9 @@ static int mretire(struct m *m, int64_t *again)
 		}
 	}
 	if (r > 0) {
+		atomic_store_explicit(&lastmretire, now, memory_order_relaxed);
+		if (since >= 2 * q && q > MNEW_QUIET_NS)
+			atomic_store_explicit(&mquiet, q / 2, memory_order_relaxed);
 		atomic_fetch_sub(&sched.mcount, 1);
 		atomic_fetch_add_explicit(&sched.nmretired, 1, memory_order_relaxed);
 		atomic_store_explicit(&m->exittid, atomic_load(&m->tid), memory_order_relaxed);
