@@ -2,18 +2,22 @@
  * ctx.h - the whole interface between runtime/ and arch/<cpu>/.
  *
  * A context is just a saved stack pointer: everything else a switch must
- * keep (callee-saved registers, FP control state) is pushed on the stack
- * being left.  To port weft, implement these three symbols and the frame
- * accessors below in arch/<cpu>/switch.S and arch/<cpu>/ctx_frame.h.
+ * keep (callee-saved registers, FP control state) is on the stack being
+ * left.  To port weft, implement in arch/<cpu>/ctx_frame.h the inline
+ * switch
+ *
+ *     void *weft_ctx_switch(void **save, void *next, void *pass);
+ *
+ * (save the running context, storing its sp in *save, and resume the
+ * context whose sp is next, handing it pass; returns when someone
+ * switches back, with the pass of that switch), the frame accessors and
+ * the table of ranges its code occupies (struct ctx_range, section
+ * weft_ctxsw), and in arch/<cpu>/switch.S the two symbols below.
  */
 #ifndef WEFT_ARCH_CTX_H
 #define WEFT_ARCH_CTX_H
 
 #include <stdint.h>
-
-/* Save the running context, storing its sp in *save, and resume the
- * context whose sp is next.  Returns when someone switches back. */
-void weft_ctx_switch(void **save, void *next);
 
 /* Prepare a fresh context at the top of a stack (hi, 16-byte aligned):
  * the first switch to the returned sp calls entry(), which must never

@@ -9,7 +9,7 @@
 #   $(BUILD)/bench/go/<name>     gosched spawn parked fib chanpingpong
 #                                chanbuf mutex echo sleep
 #   $(BUILD)/bench/peers/<name>  pthread_spawn pthread_mutex
-#                                pthread_pingpong pthread_parked
+#                                pthread_pingpong pthread_parked page_touch
 #                                sleep_pthreads boost_switch
 #   bench-peers (phony)          all of the above
 
@@ -38,7 +38,7 @@ PEERS_GO_ENV := GO111MODULE=off GOFLAGS= CGO_ENABLED=0 \
 PEERS_GO_NAMES := gosched spawn parked fib chanpingpong chanbuf mutex \
 	echo sleep
 PEERS_C_NAMES := pthread_spawn pthread_mutex pthread_pingpong \
-	pthread_parked sleep_pthreads
+	pthread_parked sleep_pthreads page_touch
 
 PEERS_GO_BINS := $(PEERS_GO_NAMES:%=$(BUILD)/bench/go/%)
 PEERS_C_BINS := $(PEERS_C_NAMES:%=$(BUILD)/bench/peers/%)

@@ -132,6 +132,24 @@ int g_sleep_until(int64_t deadline)
 	return armed && g_interrupted() ? -EINTR : 0;
 }
 
+/* ---- waiting in the kernel (hook.h) ---------------------------------------- */
+
+bool kwait_begin(struct g *gp, const sigset_t *ss, int64_t deadline, int64_t *until,
+		 bool *kicked)
+{
+	if (ss || weftenv.nokwait || *kicked)
+		return false;
+	if (hook_sigrun && atomic_load(&gp->intrreq))
+		return false; /* asked for: the park runs it */
+	*until = deadline;
+	return entersyscallwait(until);
+}
+
+void kwait_end(bool *kicked)
+{
+	*kicked = exitsyscallwait(); /* errno: untouched by the raw call and by this */
+}
+
 int (*hook_sigrun)(void);
 void (*hook_sigerr)(int e);
 void (*hook_cancel)(void);
@@ -566,6 +584,7 @@ long io_wait(struct io *io)
 	if (!pd_sole(io->r.d) && io_nonblock(io))
 		return -EAGAIN;
 	int64_t deadline = io_deadline(io);
+	pd_unmarkkwait(io->r.d); /* waited for by a park now: stays watched */
 	long r = pd_register(io->r.d, io->fd);
 	if (r < 0)
 		return r;
@@ -598,21 +617,117 @@ long io_wait(struct io *io)
 	return r;
 }
 
+/* ---- waiting in the kernel ------------------------------------------------------ */
+
+/* May s, about to park, be made in the kernel as the program made it
+ * instead (io_kcall)?  A read-side call that one blocking system call
+ * answers whole: read, readv, recvfrom (a recv with MSG_DONTWAIT never
+ * gets here), recvmsg, accept4.  Not a write: a blocking write returns
+ * only when all of it is written, which weft does by parts (io_all). */
+static bool kcall_ok(const struct io *io, const struct sc *s)
+{
+	if (io->r.mask != PD_READ)
+		return false;
+	switch (s->nr) {
+	case SYS_read:
+	case SYS_readv:
+	case SYS_recvfrom:
+	case SYS_recvmsg:
+	case SYS_accept4:
+		return true;
+	}
+	return false;
+}
+
+/* The call s made as it is, waiting in the kernel on this M while the
+ * G's P has nothing else to run (kwait_begin, docs/hooks.md "Waiting in
+ * the kernel"): true with *out its answer, false to park instead (the P
+ * is wanted, a signal or a cancellation for the G, a timer of the P
+ * pending: a read takes no timeout).  The file's flags are the
+ * program's, so this is the program's own blocking call: a blocking
+ * read returns what it read or fails having read nothing, so the kick
+ * that ends the wait (EINTR; with SA_RESTART too: the kernel's restart
+ * rewinds into kwait_syscall's window, which answers EINTR) loses no
+ * byte, and the park that follows retries the call (io_once).  An
+ * EAGAIN is the kernel's answer too: the file is non-blocking after all
+ * (remembered as a hint: io_nonblock), or its SO_RCVTIMEO passed. */
+static bool io_kcall(struct io *io, const struct sc *s, bool *kicked, long *out)
+{
+	struct g *gp = getg();
+	for (;;) {
+		int64_t until;
+		if (!kwait_begin(gp, NULL, KWAIT_NOBOUND, &until, kicked))
+			return false;
+		int64_t t0 = nanotime();
+		struct pd *d = io->r.d;
+		struct m *m = getm();
+		/* before the call: an event that finds no G parked on the
+		 * file takes it out of weft's epoll instance (pollfd.c) */
+		pd_markkwait(d);
+		/* a close of the file asks this wait to end (pollfd.c
+		 * kickkw): say so (seq_cst add), then look whether it is
+		 * closed already (seq_cst loads) */
+		atomic_store_explicit(&m->kwpd, d, memory_order_relaxed);
+		atomic_fetch_add(&d->nkw, 1);
+		bool gone = atomic_load(&d->seq) != io->r.seq || (atomic_load(&d->flags) & PD_CLOSING);
+		long r = gone ? -EINTR : kwait_syscall(s->nr, s->a[0], s->a[1], s->a[2], s->a[3], s->a[4], s->a[5]);
+		atomic_fetch_sub(&d->nkw, 1);
+		atomic_store_explicit(&m->kwpd, NULL, memory_order_relaxed);
+		kwait_end(kicked);
+		if (gone)
+			return false; /* the park answers EBADF (io_wait) */
+		if (r == -EINTR && *kicked) {
+			/* the park's SO_RCVTIMEO deadline counts from the call */
+			if (io->deadline == INT64_MIN && io_deadline(io) >= 0)
+				io->deadline -= nanotime() - t0;
+			return false;
+		}
+		if (r == -EINTR && hook_sigrun)
+			continue; /* a runtime signal on this M under the shim: not the program's */
+		if (r == -EAGAIN)
+			(void)io_nonblock(io);
+		*out = r;
+		return true;
+	}
+}
+
 /* ---- drivers ---------------------------------------------------------------- */
 
 long io_once(struct io *io, const struct sc *s, size_t want, bool drains)
 {
 	/* a read of 0 bytes never waits for data: always try it */
 	drains = drains && want > 0;
+	bool kok = kcall_ok(io, s), kicked = false;
+	/* where weft's try is a readiness check and then the call (try_check:
+	 * accept4, a tty or a named FIFO), the kernel's blocking call is one
+	 * system call where the try is two: with nothing else for the P to
+	 * run, that first */
+	bool kfirst = kok && (s->nr == SYS_accept4 || !(io->kind & (PD_SOCK | PD_NOWAIT)));
 	for (;;) {
+		long r;
+		if (kfirst && io_kcall(io, s, &kicked, &r)) {
+			if (drains)
+				io_drained(io, r, want);
+			return r;
+		}
 		if (!io_snap(io, drains)) {
-			long r = io_try(io, s);
+			r = io_try(io, s);
 			if (drains)
 				io_drained(io, r, want);
 			if (r != -EAGAIN)
 				return r;
 		}
+		/* nothing there (or a short read left it empty): the G would
+		 * park; with nothing else for its P, the call waits in the
+		 * kernel instead (an idle thread-per-connection server: the
+		 * read and the write per message, as natively) */
+		if (kok && !kfirst && io_kcall(io, s, &kicked, &r)) {
+			if (drains)
+				io_drained(io, r, want);
+			return r;
+		}
 		long w = io_wait(io);
+		kicked = false;
 		if (w < 0)
 			return w;
 	}

@@ -26,6 +26,7 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
@@ -192,6 +193,26 @@ void blk_exit(void) HIDDEN; /* keeps errno */
 			blk_exit();                      \
 		r_;                                      \
 	})
+
+/* ---- waiting in the kernel ------------------------------------------------ */
+
+/* Wait in the real call on this M rather than park (entersyscallwait):
+ * true (in a syscall bracket; kwait_end after the call, made with
+ * kwait_syscall) with *until the absolute time to be back from the
+ * kernel by, -1 none; a call that takes no timeout (read, accept)
+ * passes deadline KWAIT_NOBOUND and is refused while the P has a timer.
+ * Not with a signal mask for the wait: under the shim an M must keep
+ * blocking the signals the shim routes, so only the non-blocking asks
+ * apply a mask.  A G made runnable that the P could run, or a signal
+ * handler or a cancellation for this G, ends the wait (runtime/kwait.c);
+ * the G then parks once (*kicked, which makes the next kwait_begin
+ * refuse), which lets its P run the scheduler, or runs the handler.
+ * docs/hooks.md, "Waiting in the kernel". */
+bool kwait_begin(struct g *gp, const sigset_t *ss, int64_t deadline, int64_t *until,
+		 bool *kicked) HIDDEN;
+/* After the kernel wait's call: *kicked if it was asked to end.  errno
+ * untouched. */
+void kwait_end(bool *kicked) HIDDEN;
 
 /* ---- fd operations ------------------------------------------------------ */
 

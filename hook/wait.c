@@ -143,33 +143,7 @@ static int fdset_wait(struct fdset *s, int64_t deadline)
 	return r;
 }
 
-/* ---- waiting in the kernel ------------------------------------------------- */
-
-/* Wait in the real call on this M rather than park (entersyscallwait):
- * true (in a syscall bracket; kwait_end after the call) with *until the
- * absolute time to be back from the kernel by, -1 none.  Not with a
- * signal mask for the wait: under the shim an M must keep blocking the
- * signals the shim routes, so only the non-blocking asks apply a mask.
- * A G made runnable that the P could run, or a signal handler or a
- * cancellation for this G, ends the wait (runtime/kwait.c); the G then
- * parks once (*kicked), which lets its P run the scheduler, or runs the
- * handler. */
-static bool kwait_begin(struct g *gp, const sigset_t *ss, int64_t deadline, int64_t *until,
-			bool *kicked)
-{
-	if (ss || weftenv.nokwait || *kicked)
-		return false;
-	if (hook_sigrun && atomic_load(&gp->intrreq))
-		return false; /* asked for: the park runs it */
-	*until = deadline;
-	return entersyscallwait(until);
-}
-
-/* After the kernel wait's call: *kicked if it was asked to end. */
-static void kwait_end(bool *kicked)
-{
-	*kicked = exitsyscallwait(); /* errno: untouched by the raw call and by this */
-}
+/* ---- waiting in the kernel (hook.c kwait_begin) ----------------------------- */
 
 /* After a kernel wait that returned r: true if r is the call's answer
  * (ready fds, an error, or the deadline passed); false to look again (the

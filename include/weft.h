@@ -266,7 +266,8 @@ typedef struct weft_stats {
 	int64_t hog_handoffs;      /* Ps taken from a G running > 10 ms */
 	int64_t preempts;          /* Gs asked to yield after 10 ms in the runtime */
 	int64_t timers_rescued;    /* timers fired for a P whose M fell behind */
-	int64_t kernel_waits;      /* poll/select/epoll_wait made in the kernel on
+	int64_t kernel_waits;      /* poll/select/epoll_wait, or a read or accept
+	                            * that found nothing, made in the kernel on
 	                            * the G's own M (its P had nothing else) */
 	int64_t netpolls;          /* epoll waits of the runtime's netpoller */
 	int64_t sysmon_wakeups;    /* rounds of the system monitor (each a sleep) */

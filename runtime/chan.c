@@ -167,7 +167,7 @@ static inline void relax(int spins)
 	if (spins < 64)
 		cpu_relax();
 	else
-		sched_yield(); /* the slot's writer was descheduled mid-copy */
+		osyield(); /* the slot's writer was descheduled mid-copy */
 }
 
 /* ---- wait queues (c->lock held) -------------------------------------------- */
@@ -621,7 +621,7 @@ static bool rdv_park(struct weft_chan *c, struct m **mp, struct waiter *w, uintp
 {
 	/* the commit publishes w in the word (release: w's fields before a
 	 * taker's acquire CAS), after the switch: park_publish */
-	struct parkpub pk = { &c->rdv, (uintptr_t)w | dir, false };
+	struct parkpub pk = { &c->rdv, (uintptr_t)w | dir, true };
 	*mp = gopark_g(*mp, w->g, park_publish, &pk, reason); /* perhaps another M now */
 	if (!pk.parked)
 		return false;
@@ -709,7 +709,7 @@ static inline __attribute__((always_inline)) int usend(struct weft_chan *c, stru
 		struct waiter w;
 		/* excl: nothing but whoever takes it from the word (or the
 		 * queue a seal moved it to) ends this wait */
-		waiter_init_g(&w, gp);
+		waiter_init_word(&w, gp);
 		w.elem = (void *)elem;
 		if (rdv_park(c, mp, &w, RDV_SEND, W_CHAN_SEND))
 			return w.result == RES_VALUE ? 0 : -EPIPE; /* taken, or close */
@@ -752,7 +752,7 @@ static inline __attribute__((always_inline)) int urecv(struct weft_chan *c, stru
 		struct waiter w;
 		/* excl: nothing but whoever takes it from the word (or the
 		 * queue a seal moved it to) ends this wait */
-		waiter_init_g(&w, gp);
+		waiter_init_word(&w, gp);
 		w.elem = elem;
 		if (rdv_park(c, mp, &w, RDV_RECV, W_CHAN_RECV)) {
 			if (w.result == RES_CLOSED)
@@ -903,7 +903,11 @@ static inline __attribute__((always_inline)) int chanrecv(weft_chan_t *c, void *
  * counterpart and a G that may park through the word, the park itself
  * (gopark_rdv, proc.c: the waiter, its publication and the switch in
  * one frame, the only one that saves registers on that path), and
- * anything but a value back from it, the rest (chansend_parked); the
+ * anything but a value back from it, the rest (chansend_parked, which
+ * gopark_rdv calls: the public call keeps nothing across the park, so
+ * the compiler gives it no callee-saved register to save on any path -
+ * it saved three at every call, taking or parking, while it had c and
+ * elem to keep for this); the
  * word sealed, a party of our side in it, or a lost race for the
  * counterpart, the rest of the general path inside the runtime bracket
  * (chansend_in); a full runnext or more than one P,
@@ -939,12 +943,20 @@ static __attribute__((noinline)) int chanrecv_in(struct weft_chan *c, struct m *
 	return fail(r);
 }
 
-/* Parked through the word (gopark_rdv) and back with anything but a
- * value: closed meanwhile, or nothing was published (look again: the
- * general path). */
-static __attribute__((noinline)) int chansend_parked(struct weft_chan *c, struct m *m,
-						     const void *elem, int32_t res)
+/* Parked through the word (gopark_rdv, which calls these) and back with
+ * anything but a value: closed meanwhile, or nothing was published (look
+ * again: the general path).  The public call's result. */
+_Static_assert(RES_VALUE == RDVPARK_TAKEN, "gopark_rdv: a taken waiter's result");
+
+static inline struct weft_chan *rdv_chan(_Atomic uintptr_t *word)
 {
+	return (struct weft_chan *)((char *)word - offsetof(struct weft_chan, rdv));
+}
+
+static __attribute__((noinline)) int chansend_parked(_Atomic uintptr_t *word, struct m *m,
+						     void *elem, int32_t res)
+{
+	struct weft_chan *c = rdv_chan(word);
 	struct g *gp = atomic_load_explicit(&m->curg, memory_order_relaxed);
 	if (res == RDVPARK_AGAIN)
 		return chansend_in(c, m, gp, elem);
@@ -952,9 +964,10 @@ static __attribute__((noinline)) int chansend_parked(struct weft_chan *c, struct
 	return fail(-EPIPE); /* close */
 }
 
-static __attribute__((noinline)) int chanrecv_parked(struct weft_chan *c, struct m *m, void *elem,
-						     int32_t res)
+static __attribute__((noinline)) int chanrecv_parked(_Atomic uintptr_t *word, struct m *m,
+						     void *elem, int32_t res)
 {
+	struct weft_chan *c = rdv_chan(word);
 	struct g *gp = atomic_load_explicit(&m->curg, memory_order_relaxed);
 	if (res == RDVPARK_AGAIN)
 		return chanrecv_in(c, m, gp, elem);
@@ -988,7 +1001,7 @@ static __attribute__((noinline)) int rt_leave_slow(struct m *m, int r)
 #define NOTAIL(call)                                                                            \
 	({                                                                                      \
 		int r__ = (call);                                                               \
-		__asm__ volatile("" : "+r"(r__)); /* the call is then not the last thing done */ \
+		__asm__ volatile("" : "+a"(r__)); /* the call is then not the last thing done */ \
 		r__;                                                                            \
 	})
 
@@ -1030,11 +1043,14 @@ static inline __attribute__((always_inline)) void elemcopy_fast(void *dst, const
 							     memory_order_relaxed)) {           \
 			if (x_ != 0 || !rdv_parker(gp_))                                        \
 				return NOTAIL(IN(c, m_, gp_, mine));                            \
-			/* nobody waits: park as the word's waiter (usend's park) */           \
-			struct rdvpark pr_ = gopark_rdv(m_, gp_, &(c)->rdv, (want) ^ RDV_DIR,   \
-							(void *)(mine), (REASON));              \
-			if (unlikely(pr_.result != RES_VALUE))                                  \
-				return NOTAIL(PARKED(c, pr_.m, mine, pr_.result));              \
+			/* nobody waits: park as the word's waiter (usend's park); */          \
+			/* anything but a value back, PARKED ran in it */                      \
+			struct rdvpark pr_ =                                                    \
+				gopark_rdv(m_, gp_, &(c)->rdv,                                  \
+					   RDVPARK_HOW((want) ^ RDV_DIR, (REASON)),             \
+					   (void *)(mine), PARKED);                             \
+			if (unlikely(!pr_.m))                                                   \
+				return pr_.r;                                                   \
 			/* rt_leave_g, on the M we resumed on; the G is ours */                \
 			rtdepth_set(atomic_load_explicit(&pr_.m->curg, memory_order_relaxed), 0); \
 			if (unlikely(atomic_load_explicit(&pr_.m->p->flags, memory_order_relaxed) & \

@@ -13,8 +13,9 @@
  * only once something asked for it (cputrack, set by the first read);
  * from then the switch reads the M's clock when that G goes on and off
  * (gcpu_switch, one read for both when two kept Gs switch).  A G nobody
- * asked about costs the switch one load of gcpu_any, and nothing at all
- * while no G in the process is kept.  What a G ran before its first
+ * asked about costs the switch a test of gcpu_any, and nothing at all
+ * while no G in the process is kept (its bit in rt_swslow, one load the
+ * switch makes anyway).  What a G ran before its first
  * read is not counted: its clock starts at 0 there - except the main G
  * of a lazy start, which starts at the CPU time the main thread had used
  * as a plain thread (gcpu_adopt), so main's clock never goes back.  A G
@@ -114,6 +115,7 @@ int64_t gcpu_read(struct g *gp)
 	bool self = m && atomic_load_explicit(&m->curg, memory_order_relaxed) == gp;
 	if (unlikely(!atomic_load_explicit(&gp->cputrack, memory_order_relaxed))) {
 		atomic_store_explicit(&gcpu_any, true, memory_order_relaxed);
+		rt_swslow_set(SW_GCPU);
 		if (self) /* the caller itself: counted from now */
 			gon(gp, m, selfclock());
 		/* else from its next switch on (gcpu_switch, once it sees the flag) */

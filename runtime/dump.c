@@ -217,12 +217,19 @@ static struct frozen *onstack(struct g *gp)
 	return NULL;
 }
 
-/* Inside weft_ctx_switch the stack is half switched and its CFI does
- * not describe the pushes: no unwinding from there. */
+/* The ranges of the inlined switches (arch/ctx.h), which the linker
+ * gathers into the section weft_ctxsw of this library. */
+extern const struct ctx_range __start_weft_ctxsw[] HIDDEN;
+extern const struct ctx_range __stop_weft_ctxsw[] HIDDEN;
+
+/* Inside a switch the stack is half switched and the CFI of the function
+ * it is inlined in does not describe its pushes: no unwinding from there. */
 static bool inswitch(uintptr_t pc)
 {
-	/* weft_ctx_make follows weft_ctx_switch in switch.S */
-	return pc >= (uintptr_t)weft_ctx_switch && pc < (uintptr_t)weft_ctx_make;
+	for (const struct ctx_range *r = __start_weft_ctxsw; r < __stop_weft_ctxsw; r++)
+		if (pc >= (uintptr_t)&r->lo + r->lo && pc < (uintptr_t)&r->hi + r->hi)
+			return true;
+	return false;
 }
 
 /* ---- the snapshot ------------------------------------------------------------ */

@@ -176,6 +176,11 @@ int64_t nanotime(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+void osyield(void)
+{
+	(void)sys3(SYS_sched_yield, 0, 0, 0);
+}
+
 static void vsay(const char *prefix, const char *fmt, va_list ap)
 {
 	char buf[512];

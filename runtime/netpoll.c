@@ -104,7 +104,7 @@ bool netpoll_watchclock(void)
 	if (!atomic_compare_exchange_strong(&clockstate, &none, CW_MAKING)) {
 		/* another thread is making it: a moment's wait */
 		while ((st = atomic_load(&clockstate)) == CW_MAKING)
-			sched_yield();
+			osyield();
 		return st == CW_MADE;
 	}
 	long fd = sys3(SYS_timerfd_create, CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK, 0);

@@ -65,7 +65,19 @@ enum {
 	PD_WCALL = 1 << 13,  /* PD_NOWAIT, but a write is the call itself under
 	                      * entersyscall, one call, its answer the answer
 	                      * (an eventfd: it waits only at 2^64-2) */
+	PD_KWAIT = 1 << 14,  /* its last wait was a read or accept in the kernel
+	                      * (hook.c io_kcall), not a park: like PD_EPOLL,
+	                      * registered only while a G may park on it
+	                      * (pollfd_event) */
+	PD_KWIDLE = 1 << 15, /* PD_KWAIT, and one event found no G waiting: the
+	                      * next such event takes it out of the epoll
+	                      * instance (a connection with one exchange, then
+	                      * closed, never leaves: no EPOLL_CTL_DEL) */
 };
+/* Files whose event with no G waiting takes them out of the epoll
+ * instance (pollfd.c unwatch_locked): their waits are mostly made in the
+ * kernel, on the waiting G's own M. */
+#define PD_UNWATCH (PD_EPOLL | PD_KWAIT)
 /* A pollable file that is neither PD_SOCK nor PD_NOWAIT (the kernel
  * refuses RWF_NOWAIT for it: inotify, ttys, named FIFOs...) is tried by
  * asking poll(2) with a zero timeout first, then making the call under
@@ -86,6 +98,8 @@ struct pd {
 	_Atomic uint32_t evmask;  /* the last event's epoll mask (0: none since the file) */
 	_Atomic uint64_t evgen;   /* netpoll_gen of the wait that returned it */
 	struct waitq waiters;     /* parked Gs, FIFO; waiter.ticket = PD_READ|PD_WRITE wanted */
+	_Atomic int32_t nkw;      /* Gs reading or accepting on it in the kernel now (hook.c
+	                           * io_kcall, their M's kwpd): a close asks their waits to end */
 } __attribute__((aligned(64)));
 
 /* O_NONBLOCK belongs to the open file, shared by every dup of it and
@@ -177,6 +191,13 @@ int pd_init(struct pd *d, int fd);
 int pd_register(struct pd *d, int fd);
 /* d is a program's epoll fd a G waits on (epoll_wait's hook): PD_EPOLL. */
 void pd_markepoll(struct pd *d);
+/* A G waits for d's file in the kernel in a read or an accept: PD_KWAIT.
+ * pd_unmarkkwait: a G parks on it (hook.c io_wait), so its events have
+ * a waiter to wake again, and an idle one leaves the file watched (a busy
+ * server's connection would otherwise leave and rejoin the epoll
+ * instance per message: an EPOLL_CTL_DEL and an ADD). */
+void pd_markkwait(struct pd *d);
+void pd_unmarkkwait(struct pd *d);
 
 /* One fd a G waits on.  Fill d, seq, mask; pd_snap records the event
  * counters before the call whose EAGAIN leads to the wait. */

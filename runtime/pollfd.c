@@ -160,29 +160,51 @@ static void event_locked(struct pd *d, unsigned dirs, struct g **list)
 		takewaiters(d, dirs, list);
 }
 
-/* d->lock held; d is a program's epoll fd (PD_EPOLL) that had an event
- * with no G waiting on it.  Its loop waits for it in the kernel on its
- * own M (hook/wait.c, "Waiting in the kernel") or is busy, and each of
- * its events would wake an M blocked in the netpoller for nothing (one
- * epoll_wait and a thread switch per wakeup of the loop: redis under
- * weft run, when its first wait had parked).  So it leaves the epoll
- * instance until a G parks on it again: pd_register adds it back, and a
- * G that registered before this and parks after it is woken at once
- * (changed: no PD_REG), to register again. */
+/* d->lock held; d is a program's epoll fd (PD_EPOLL), or a file a G
+ * reads or accepts on waiting in the kernel (PD_KWAIT), that had an
+ * event with no G waiting on it.  Its G waits for it in the kernel on
+ * its own M (hook/wait.c, hook.c io_kcall; docs/hooks.md "Waiting in the
+ * kernel") or is busy, and each of its events would wake an M blocked
+ * in the netpoller for nothing (one epoll_wait and a thread switch per
+ * wakeup of the loop: redis under weft run, when its first wait had
+ * parked; a thread-per-connection server's every message).  So it
+ * leaves the epoll instance until a G parks on it again: pd_register
+ * adds it back, and a G that registered before this and parks after it
+ * is woken at once (changed: no PD_REG), to register again. */
 static void unwatch_locked(struct pd *d, int fd)
 {
 	struct epoll_event ev = { 0 };
 	(void)sys4(SYS_epoll_ctl, netpoll_epfd, EPOLL_CTL_DEL, fd, &ev);
-	setflags(d, pdflags(d) & ~(uint32_t)PD_REG);
+	setflags(d, pdflags(d) & ~(uint32_t)(PD_REG | PD_KWIDLE));
+}
+
+/* Set flag (PD_EPOLL, PD_KWAIT) on d's file, once. */
+static void markunwatch(struct pd *d, uint32_t flag)
+{
+	if (pdflags(d) & flag)
+		return;
+	lock(&d->lock);
+	if (!(pdflags(d) & PD_CLOSING))
+		setflags(d, pdflags(d) | flag);
+	unlock(&d->lock);
 }
 
 void pd_markepoll(struct pd *d)
 {
-	if (pdflags(d) & PD_EPOLL)
+	markunwatch(d, PD_EPOLL);
+}
+
+void pd_markkwait(struct pd *d)
+{
+	markunwatch(d, PD_KWAIT);
+}
+
+void pd_unmarkkwait(struct pd *d)
+{
+	if (!(pdflags(d) & PD_KWAIT))
 		return;
 	lock(&d->lock);
-	if (!(pdflags(d) & PD_CLOSING))
-		setflags(d, pdflags(d) | PD_EPOLL);
+	setflags(d, pdflags(d) & ~(uint32_t)(PD_KWAIT | PD_KWIDLE));
 	unlock(&d->lock);
 }
 
@@ -209,8 +231,15 @@ void pollfd_event(uint64_t tag, uint32_t events, uint64_t gen, struct g **list)
 		atomic_store_explicit(&d->evgen, gen, memory_order_relaxed);
 		bool idle = waitq_empty(&d->waiters);
 		event_locked(d, dirs, list);
-		if (idle && (pdflags(d) & PD_EPOLL))
-			unwatch_locked(d, fd);
+		uint32_t f = pdflags(d);
+		if (idle && (f & PD_UNWATCH) && (f & PD_REG)) {
+			/* a kernel reader's file at its second such event:
+			 * a short exchange before a close costs no DEL */
+			if ((f & PD_EPOLL) || (f & PD_KWIDLE))
+				unwatch_locked(d, fd);
+			else
+				setflags(d, f | PD_KWIDLE);
+		}
 	}
 	unlock(&d->lock);
 }
@@ -288,6 +317,24 @@ void pd_dup(int oldfd, int newfd)
 	reset(newfd, f, rt, wt, gen, atomic_load_explicit(&pd_forkgen, memory_order_acquire));
 }
 
+/* The file of d is being closed: ask the kernel waits of the Gs that
+ * read or accept on it (hook.c io_kcall) to end.  Natively a read goes
+ * on after another thread's close, but a G parked on the file is woken
+ * with EBADF (below), and so is one waiting in the kernel: its park
+ * after the kick finds the file gone.  The seq_cst fence orders our seq
+ * store (newfile_locked) before the load of nkw; a waiter adds to nkw
+ * (seq_cst) before it looks at seq: either it sees the close and does
+ * not wait, or we see it here. */
+static void kickkw(struct pd *d)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load(&d->nkw) == 0)
+		return;
+	for (struct m *m = atomic_load(&allm); m; m = m->alllink)
+		if (atomic_load(&m->kwpd) == d)
+			(void)kwait_kick(m);
+}
+
 uint32_t pd_closing(int fd)
 {
 	struct pd *d = pd_lookup(fd);
@@ -308,6 +355,7 @@ uint32_t pd_closing(int fd)
 	uint32_t seq = atomic_load_explicit(&d->seq, memory_order_relaxed);
 	unlock(&d->lock);
 	readylist(list);
+	kickkw(d);
 	return seq;
 }
 
@@ -445,9 +493,10 @@ static bool changed(struct pollreq *r)
 	if (atomic_load_explicit(&d->seq, memory_order_relaxed) != r->seq ||
 	    (pdflags(d) & PD_CLOSING))
 		return true;
-	/* an epoll fd taken out of the epoll instance since the G
-	 * registered it (unwatch_locked): it would wait unwatched */
-	if ((pdflags(d) & (PD_EPOLL | PD_REG)) == PD_EPOLL)
+	/* an epoll fd or a kernel waiter's file taken out of the epoll
+	 * instance since the G registered it (unwatch_locked): it would
+	 * wait unwatched */
+	if ((pdflags(d) & PD_UNWATCH) && !(pdflags(d) & PD_REG))
 		return true;
 	if ((r->mask & PD_READ) && atomic_load_explicit(&d->rev, memory_order_relaxed) != r->rev)
 		return true;
@@ -494,7 +543,7 @@ int pd_wait(struct pollreq *r, int n, int64_t deadline, int reason)
 		if (spin < 64)
 			cpu_relax();
 		else
-			sched_yield();
+			osyield();
 	}
 	atomic_store_explicit(&gp->blocking, 0, memory_order_relaxed);
 	atomic_fetch_sub(&netpollwaiters, 1);

@@ -277,10 +277,7 @@ static inline __attribute__((always_inline)) struct g *runnext_take(struct p *pp
 			/* release: a stealer that sees 0 sees runnext NULL */
 			atomic_store_explicit(&pp->rntaking, 0, memory_order_release);
 			if (next)
-				atomic_store_explicit(&pp->nrnplain,
-						      atomic_load_explicit(&pp->nrnplain,
-									   memory_order_relaxed) + 1,
-						      memory_order_relaxed);
+				mtally(&pp->nrnplain);
 			return next;
 		}
 		atomic_store_explicit(&pp->rntaking, 0, memory_order_release);
@@ -1148,21 +1145,24 @@ static inline __attribute__((always_inline)) void busypoll(struct p *pp)
 	if (now - last < gap || !atomic_compare_exchange_strong(&sched.lastpoll, &last, now))
 		return;
 	atomic_fetch_add_explicit(&sched.nbusypoll, 1, memory_order_relaxed);
+	int *ep = getm()->errnop, e = *ep; /* the resumed G's (afterswitch) */
 	injectglist(netpoll(0));
+	*ep = e;
 }
 
 /* Run the deferred work of the context we just switched away from.  A
  * yield's (back on our queue) is done inline: it is the most frequent. */
 static inline __attribute__((always_inline)) bool park_publish_inl(struct parkpub *pk)
 {
-	pk->parked = true;
 	uintptr_t zero = 0;
 	/* release: what the parked G wrote for a taker (its waiter) before
 	 * the taker's acquire CAS */
 	if (atomic_compare_exchange_strong_explicit(pk->word, &zero, pk->val,
 						    memory_order_release, memory_order_relaxed))
 		return true;
-	pk->parked = false; /* nothing published: readied to look again */
+	/* nothing published: readied to look again (runtime.h) */
+	((struct waiter *)(pk->val & ~(uintptr_t)3))->result = RDVPARK_AGAIN;
+	pk->parked = false;
 	return false;
 }
 
@@ -1172,18 +1172,29 @@ bool park_publish(struct g *gp, void *arg)
 	return park_publish_inl(arg);
 }
 
+/* Its calls out keep errno as they find it: the resumed G's already
+ * (gswitch_inl sets it before the switch), on the M's own TLS (a G with
+ * a block of its own has its errno there, which they leave alone as the
+ * runtime's system calls do). */
 static inline __attribute__((always_inline)) void afterswitch(struct m *m)
 {
 	bool (*fn)(struct g *, void *) = m->afterfn;
 	if (fn) {
 		m->afterfn = NULL;
-		if (fn == after_runqput)
+		if (fn == after_runqput) {
 			runqput_yield(m->p, m->aftergp);
-		else if (fn == park_publish) { /* a channel hand-off's: inline */
-			if (!park_publish_inl(m->afterarg))
+		} else if (fn == park_publish) { /* a channel hand-off's: inline */
+			if (unlikely(!park_publish_inl(m->afterarg))) {
+				int *ep = m->errnop, e = *ep;
+				goready(m->aftergp); /* readied to look again */
+				*ep = e;
+			}
+		} else {
+			int *ep = m->errnop, e = *ep;
+			if (!fn(m->aftergp, m->afterarg))
 				goready(m->aftergp);
-		} else if (!fn(m->aftergp, m->afterarg))
-			goready(m->aftergp);
+			*ep = e;
+		}
 	}
 	busypoll(m->p);
 }
@@ -1265,7 +1276,8 @@ static __attribute__((noinline)) bool gstart(struct m *m, struct g *gp, bool fro
 	}
 	/* a G with TLS of its own keeps the top of its stack for the block
 	 * (tls_gbegin builds it there once the G runs) */
-	gp->sp = weft_ctx_make(gp->owntls ? gp->stack.hi - tlsinfo.reserve : gp->stack.hi, gentry);
+	char *top = gp->owntls ? gp->stack.hi - tlsinfo.reserve : gp->stack.hi;
+	gp->sp = weft_ctx_make(top - stackcolour(&gp->stack), gentry);
 	san_gcreate(gp);
 	return true;
 }
@@ -1312,6 +1324,7 @@ static void stackwait_run(void)
 
 _Atomic uint64_t rt_sigkbits;
 _Atomic uint64_t rt_sigkidle;
+_Atomic uint32_t rt_swslow;
 void (*rt_mstarted)(void);
 void (*rt_sigkswitch)(struct m *m, uint64_t want);
 
@@ -1336,7 +1349,8 @@ static __attribute__((noinline)) void sigk_switch(struct m *m, struct g *to)
 
 /* Switch from 'from' (a G, or NULL for g0) to 'to' (a G, or NULL for
  * g0).  Returns in 'from' when something switches back to it, possibly
- * on another M: returns that M (getm()). */
+ * on another M: returns that M (getm(), as the M that switched to us
+ * passed it). */
 static inline __attribute__((always_inline)) struct m *gswitch_inl(struct m *m, struct g *from,
 								struct g *to)
 {
@@ -1345,8 +1359,6 @@ static inline __attribute__((always_inline)) struct m *gswitch_inl(struct m *m, 
 		char *fp = __builtin_frame_address(0);
 		if (fp < from->stack.low)
 			from->stack.low = fp;
-		if (!from->tcb) /* a G with its own TLS keeps errno there */
-			from->errno_save = *m->errnop;
 		if (from->stack.kind == STACK_CANARY && !stackcanary_ok(&from->stack))
 			stack_overflow(from);
 	}
@@ -1363,30 +1375,41 @@ static inline __attribute__((always_inline)) struct m *gswitch_inl(struct m *m, 
 	void *next;
 	if (to) {
 		atomic_store_explicit(&to->status, G_RUNNING, memory_order_relaxed);
-		/* only the owner writes it: load and store, no RMW (struct p) */
-		struct p *pp = m->p;
-		atomic_store_explicit(&pp->schedtick,
-				      atomic_load_explicit(&pp->schedtick, memory_order_relaxed) + 1,
-				      memory_order_relaxed);
+		/* only the owner writes it: no locked RMW (struct p) */
+		ctx_tally32(&m->p->schedtick);
 		next = to->sp;
 	} else {
 		next = m->g0sp;
 	}
-	/* a G's CPU clock (cpuclock.c): one load while no G's is kept */
-	if (unlikely(atomic_load_explicit(&gcpu_any, memory_order_relaxed)))
-		gcpu_switch(m, from, to);
 	mtally(from ? (to ? &m->nswgg : &m->nswg0) : &m->nsw0g);
-	/* the kernel mask's per-G signals (runtime.h): one load linked */
-	if (unlikely(atomic_load_explicit(&rt_sigkbits, memory_order_relaxed)))
-		sigk_switch(m, to);
+	/* a G's CPU clock (cpuclock.c), the kernel mask's per-G signals
+	 * (runtime.h), the FS base (tls.c): one load while none is in use
+	 * (a linked program that asks no G's clock) */
+	uint32_t slow = atomic_load_explicit(&rt_swslow, memory_order_relaxed);
+	if (unlikely(slow & (SW_GCPU | SW_SIGK))) {
+		if (slow & SW_GCPU)
+			gcpu_switch(m, from, to);
+		if ((slow & SW_SIGK) && atomic_load_explicit(&rt_sigkbits, memory_order_relaxed))
+			sigk_switch(m, to);
+	}
 	san_switch_start(m, from, to);
-	tls_loadfs(m, to);
-	weft_ctx_switch(save, next);
-	m = getm();
+	if (slow & SW_TLS)
+		tls_loadfs(m, to);
+	/* errno of the Gs on the M's own TLS (one with a block of its own
+	 * keeps it there): ours saved, and the next G's restored here, on
+	 * the thread it will run on, where both are known - not by each G
+	 * after the switch, which had to test and load again what we have
+	 * at hand.  (afterswitch keeps errno as it finds it.) */
+	int *ep = m->errnop;
+	if (from && (!(slow & SW_TLS) || !from->tcb))
+		from->errno_save = *ep;
+	if (to && (!(slow & SW_TLS) || !to->tcb))
+		*ep = to->errno_save;
+	/* the context we resume in runs on this M: it gets m from us,
+	 * rather than reading TLS again (getm) */
+	m = weft_ctx_switch(save, next, m);
 	san_switch_finish(m, from);
 	afterswitch(m);
-	if (from && !from->tcb)
-		*m->errnop = from->errno_save; /* on the thread we run on now */
 	return m;
 }
 
@@ -1490,20 +1513,29 @@ struct m *gopark_g(struct m *m, struct g *gp, bool (*unlockf)(struct g *, void *
  * waiter and the publication record, no array, nothing written through
  * a length (the element is copied into the caller's memory, w.elem). */
 NO_STACK_PROTECTOR struct rdvpark gopark_rdv(struct m *m, struct g *gp, _Atomic uintptr_t *word,
-					     uintptr_t dir, void *elem, int reason)
+					     uintptr_t how, void *elem, rdvother_fn other)
 {
 	struct waiter w;
-	waiter_init_g(&w, gp);
+	waiter_init_word(&w, gp);
 	w.elem = elem;
 	/* the commit publishes w in the word (release: w's fields before a
 	 * taker's acquire CAS), after the switch: park_publish */
-	struct parkpub pk = { word, (uintptr_t)&w | dir, false };
-	m = gopark_g_inl(m, gp, park_publish, &pk, reason); /* perhaps another M now */
-	if (!pk.parked)
-		return (struct rdvpark){ m, RDVPARK_AGAIN };
-	/* acquire: pairs with the taker's release store of waitstate */
-	(void)atomic_load_explicit(&gp->waitstate, memory_order_acquire);
-	return (struct rdvpark){ m, w.result };
+	struct parkpub pk = { word, (uintptr_t)&w | (how & 0xff), true };
+	m = gopark_g_inl(m, gp, park_publish, &pk, (int)(how >> 8)); /* perhaps another M now */
+	/* from here on gp, word and elem are read where they are in memory
+	 * anyway (the waiter, the record), not kept in the frame from the
+	 * start: across the switch every register is lost (weft_ctx_switch),
+	 * and a value live across it is spilled at once and reloaded at
+	 * each use before it too */
+	/* the result as the taker (or close) set it, or RDVPARK_AGAIN as
+	 * the commit did.  No acquire load of waitstate (rdv_park's): the G
+	 * was readied after its waiter was completed and runs now because a
+	 * switch took it from a run queue, and that order (the queue's
+	 * release and acquire) already makes the result visible */
+	int32_t res = w.result;
+	if (likely(res == RDVPARK_TAKEN))
+		return (struct rdvpark){ m, 0 };
+	return (struct rdvpark){ NULL, other(pk.word, m, w.elem, res) };
 }
 
 /* Park the running G.  See runtime.h. */
@@ -1593,14 +1625,26 @@ void weft_yield(void)
 	struct m *m = getm();
 	struct g *gp;
 	if (!m || !(gp = m->curg)) {
-		sched_yield();
+		osyield();
 		return;
 	}
 	rt_enter_g(m, gp); /* we know m and gp already */
-	struct g *next = m->lockedg ? NULL : nextg_fast(m, m->p);
-	if (next || m->lockedg) {
+	struct p *pp = m->p;
+	struct g *next = m->lockedg ? NULL : nextg_fast(m, pp);
+	/* none from nextg_fast while Gs wait: its P is to retire (a spare no
+	 * longer needed), or the G it took must run on its own M.  Only the
+	 * scheduler does either (findrunnable hands the P's Gs on, schedule
+	 * the locked G to its M), so go through it: a G spinning on
+	 * sched_yield on a spare kept the Gs queued there for good (haproxy's
+	 * `show threads`, real::sched_yield_lets_other_gs_run) */
+	bool viasched = m->lockedg ||
+			(!next && (!runqempty(pp) ||
+				   atomic_load_explicit(&pp->retired, memory_order_relaxed) ||
+				   (pp->spare && atomic_load_explicit(&sched.nretire,
+								      memory_order_relaxed))));
+	if (next || viasched) {
 		atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
-		m->afterfn = m->lockedg ? after_globrunqput : after_runqput;
+		m->afterfn = next ? after_runqput : after_globrunqput;
 		m->aftergp = gp;
 		m = gswitch_inl(m, gp, next); /* we may be on another M now */
 	}
@@ -2082,10 +2126,10 @@ int64_t rt_adopt(const char *name, char *lo, char *hi, char *althi, void (*then)
 	int e = errno;
 	adoptg = gp;
 	adoptthen = then;
-	weft_ctx_switch(&gp->sp, weft_ctx_make(althi, adopt_entry));
+	struct m *m = weft_ctx_switch(&gp->sp, weft_ctx_make(althi, adopt_entry), NULL);
 	/* now on an M that took gp from the global queue, as gp (the tail
-	 * of gswitch_inl, for a context it did not save itself) */
-	struct m *m = getm();
+	 * of gswitch_inl, for a context it did not save itself): that M's
+	 * switch passed it */
 	san_switch_finish(m, gp);
 	afterswitch(m);
 	errno = e;
@@ -2284,9 +2328,22 @@ static bool entersyscallwait_ok(struct m *m, struct p *pp, int64_t *until)
 		    atomic_compare_exchange_strong(&sched.nmspinning, &zero, 1))
 			startm(NULL, true);
 	}
+	/* Gs queued on a P whose M sits in a call are run by stealing:
+	 * by a P lent around that call (sysmon), perhaps this one, or an
+	 * idle one.  Waiting here would leave them there (a G queued
+	 * behind a plain thread's pthread_join, the lent P's G reading in
+	 * the kernel: test_hook_thread plain_thread_blocks_on_g_fd hung) */
+	int32_t nps = atomic_load_explicit(&nallp, memory_order_acquire);
+	for (int32_t i = 0; i < nps; i++) {
+		struct p *p2 = allp[i];
+		if (p2 != pp && atomic_load_explicit(&p2->insyscall, memory_order_relaxed) &&
+		    !runqempty(p2))
+			return false;
+	}
 	int64_t t0 = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
 	if (t0) {
-		if (t0 <= nanotime())
+		/* a call with no timeout could not be back for it */
+		if (*until == KWAIT_NOBOUND || t0 <= nanotime())
 			return false;
 		if (*until < 0 || t0 < *until)
 			*until = t0;

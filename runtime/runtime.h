@@ -78,6 +78,8 @@ void notesleep(struct note *n);
 bool notetsleep(struct note *n, int64_t ns); /* false on timeout */
 
 int64_t nanotime(void); /* CLOCK_MONOTONIC, ns */
+/* the kernel's sched_yield: the shim interposes the C library's (lock.c) */
+void osyield(void);
 int ncpu(void); /* CPUs the process may run on (sync.c) */
 /* clock_gettime through the vDSO (vdso.c): 0 or -errno, errno untouched */
 int rt_clock_gettime(clockid_t c, struct timespec *ts);
@@ -107,6 +109,19 @@ struct stack {
 };
 
 int stackalloc(struct p *pp, struct stack *s, size_t size);
+/* How far below its top (or its TLS block) a G's first frame starts on
+ * s: the slots of a chunk are a multiple of 4 KiB apart, so two Gs'
+ * frames at the same depth - two Gs yielding to each other, a channel's
+ * two ends - would lie at the same address modulo 4096, in the same L1
+ * set, where the loads of one G's switch wait on the other's stores to
+ * an address that matches in its low 12 bits (4K aliasing).  A slot's
+ * colour, (slot mod 8) cache lines, puts neighbours' frames apart. */
+static inline size_t stackcolour(const struct stack *s)
+{
+	return (s->kind == STACK_GUARD || s->kind == STACK_CANARY) && s->chunk
+		       ? (size_t)(s->slot & 7) * 64
+		       : 0;
+}
 void stackfree(struct p *pp, struct stack *s);
 int stack_ready(struct p *pp, size_t size); /* weft_go: 0 or -1/ENOMEM */
 /* a stack was freed, into pp's cache (pp ours) or not (NULL): Gs waiting
@@ -277,6 +292,24 @@ extern void (*rt_mstarted)(void);
 
 /* Set once any G's clock is kept: the switch looks at the Gs only then. */
 extern HIDDEN _Atomic bool gcpu_any;
+
+/* What the switch does beyond the common case, one bit a feature, set
+ * (never cleared) before the first switch that needs it: the switch
+ * loads this one word instead of a flag each (a relaxed load: whoever
+ * sets a bit does so before it makes runnable the G whose switch needs
+ * it, and the run queue orders the two). */
+enum {
+	SW_GCPU = 1, /* gcpu_any: a G's CPU clock is kept (cpuclock.c) */
+	SW_SIGK = 2, /* rt_sigkbits not 0: per-G signals in the kernel mask */
+	SW_TLS = 4,  /* Gs may run on TLS blocks of their own, or the scheduler
+	              * keep one (tls.c): tls_loadfs may have work to do */
+};
+extern HIDDEN _Atomic uint32_t rt_swslow;
+static inline void rt_swslow_set(uint32_t bit)
+{
+	if (!(atomic_load_explicit(&rt_swslow, memory_order_relaxed) & bit))
+		atomic_fetch_or(&rt_swslow, bit);
+}
 /* The switch from from to to on m (either NULL: g0), gcpu_any set. */
 void gcpu_switch(struct m *m, struct g *from, struct g *to);
 /* Start keeping gp's clock (any thread; gp itself when running: from
@@ -293,6 +326,7 @@ void gcpu_afterfork(struct g *gp);
 
 /* ---- M ---------------------------------------------------------------- */
 
+struct pd; /* runtime/netpoll.h */
 struct m {
 	void *g0sp;               /* saved sp of this M's scheduler context */
 	/* curg, p, lockedg and tid are written only by this M's thread and
@@ -351,6 +385,10 @@ struct m {
 	 * P (entersyscallwait), or has been asked to stop (kwait.c: the
 	 * M's own signal handler and the askers write it; seq_cst) */
 	_Atomic int32_t kwait;
+	/* The file its G reads or accepts on in the kernel now (hook.c
+	 * io_kcall), NULL none: a close of that file asks the wait to end
+	 * (pollfd.c pd_closing).  Written by this M, read by closers */
+	struct pd *_Atomic kwpd;
 	/* Of rt_sigkbits, those this thread's kernel mask blocks now: the
 	 * switch makes them the running G's (sigk_switch).  This M only,
 	 * its signal handlers too (the shim's SIGWEFT handler sets the mask
@@ -608,10 +646,14 @@ struct m *gopark_g(struct m *m, struct g *gp, bool (*unlockf)(struct g *gp, void
 void goready_m_slow(struct m *m, struct g *gp);
 /* A gopark commit (unlockf) that publishes the parked G in a word: CAS
  * *word from 0 to val (release), on the context that runs after the G.
- * parked says whether it did (set before the CAS: once published, the G
- * may be taken, readied and running on another M, returning from the
- * frame the record lives in); if not, the G is readied to look again.
- * The scheduler runs it inline, without the indirect call. */
+ * val is a struct waiter's address with its low 2 bits free.  parked is
+ * true until the commit finds the word not 0 (the parker sets it: once
+ * published, the G may be taken, readied and running on another M,
+ * returning from the frame the record lives in, so the commit writes
+ * nothing after a CAS that succeeds); then nothing was published, the
+ * commit sets parked false and the waiter's result RDVPARK_AGAIN, and
+ * the G is readied to look again.  The scheduler runs it inline,
+ * without the indirect call. */
 struct parkpub {
 	_Atomic uintptr_t *word;
 	uintptr_t val;
@@ -621,17 +663,25 @@ bool park_publish(struct g *gp, void *arg);
 /* The parking half of an unbuffered channel hand-off (chan.c's fast
  * path): park gp (running on m, inside the runtime bracket) as a waiter
  * (struct waiter, excl, elem: its element's slot) that the context
- * running next publishes in *word as (waiter | dir) (park_publish).
- * Returns the M it resumes on and the waiter's result as its taker or
- * close set it, or RDVPARK_AGAIN if the word was not 0 at the
- * publication (nothing published: look again). */
+ * running next publishes in *word as (waiter | dir) (park_publish);
+ * how = RDVPARK_HOW(dir, reason).  Taken (the waiter's result
+ * RDVPARK_TAKEN, as its taker sets it): returns the M it resumes on.
+ * Else - closed meanwhile (the result close set), or RDVPARK_AGAIN if
+ * the word was not 0 at the publication (nothing published: look again)
+ * - returns m NULL and r, what other(word, m, elem, result) returned:
+ * the caller then has nothing of its own to keep across the park (the
+ * callee-saved registers that would hold it cost the public call a
+ * save and restore of each at every hand-off, taking or parking). */
 struct rdvpark {
-	struct m *m;
-	int32_t result;
+	struct m *m; /* the M it resumed on, or NULL: r is the call's result */
+	int r;       /* other's result (m NULL) */
 };
+#define RDVPARK_TAKEN 1
 #define RDVPARK_AGAIN INT32_MIN
-struct rdvpark gopark_rdv(struct m *m, struct g *gp, _Atomic uintptr_t *word, uintptr_t dir,
-			  void *elem, int reason);
+#define RDVPARK_HOW(dir, reason) ((uintptr_t)(dir) | (uintptr_t)(reason) << 8)
+typedef int (*rdvother_fn)(_Atomic uintptr_t *word, struct m *m, void *elem, int32_t result);
+struct rdvpark gopark_rdv(struct m *m, struct g *gp, _Atomic uintptr_t *word, uintptr_t how,
+			  void *elem, rdvother_fn other);
 static inline void goready_m(struct m *m, struct g *gp)
 {
 	struct p *pp;
@@ -656,7 +706,8 @@ void entersyscall(void);
 void exitsyscall(void);
 /* Like entersyscall, but hand the P off at once (known to block long). */
 void entersyscallblock(void);
-/* A G about to wait for fds in the kernel (poll, select, epoll_wait):
+/* A G about to wait for fds in the kernel (poll, select, epoll_wait,
+ * or a blocking read or accept that would park):
  * if its P has nothing else to run (its queue and the global one empty,
  * no timer due, not asked to yield), and the netpoller is watched
  * without it (no G parked on it, or a P idle), entersyscall and return
@@ -665,8 +716,11 @@ void entersyscallblock(void);
  * netpoller's wakeup (three system calls and two thread switches per
  * wait, against one natively).  *until (absolute nanotime, -1 none) is
  * lowered to the P's earliest timer: the caller returns from the kernel
- * by then and looks again.  false: park as usual. */
+ * by then and looks again.  A call that takes no timeout (read, accept)
+ * passes *until == KWAIT_NOBOUND: refused while the P has a timer
+ * pending.  false: park as usual. */
 bool entersyscallwait(int64_t *until);
+#define KWAIT_NOBOUND INT64_MIN
 /* After the call entersyscallwait allowed (exitsyscall for it): true
  * if the wait was asked to end (kwait.c: its P is wanted, or a signal
  * for the G): the caller parks rather than wait in the kernel again. */
@@ -884,11 +938,13 @@ void *lazylib_sym(enum lazylib_id id, const char *name);
 
 /* ---- tls.c: a TLS block and TCB per G (WEFT_TLS=thread) ------------------ */
 
-/* One more on a counter of this M's (only it writes: no RMW). */
+/* One more on a counter of this M's, or of the P it holds (only it
+ * writes: no locked RMW; readers load it relaxed).  One instruction on
+ * x86-64 (arch: ctx_tally64), where the relaxed load and store were
+ * three: the switch and the hand-off pay a few each time. */
 static inline void mtally(_Atomic uint64_t *c)
 {
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
+	ctx_tally64(c);
 }
 
 
@@ -1063,6 +1119,21 @@ static inline void waiter_init_g(struct waiter *w, struct g *gp)
 	w->queued = false;
 	w->next = w->prev = NULL;
 	w->result = 0;
+	w->sel = NULL;
+	w->excl = true;
+	uint64_t seq = (atomic_load_explicit(&gp->waitstate, memory_order_relaxed) >> 2) + 1;
+	w->seq = seq;
+	atomic_store_explicit(&gp->waitstate, seq << 2 | WS_WAIT, memory_order_relaxed);
+}
+
+/* waiter_init_g for a waiter published in an unbuffered channel's
+ * rendezvous word (chan.c): no queue links, no queued mark and no
+ * result, which nothing reads before a seal queues it (waitq_push sets
+ * the first two) or its taker or a close sets the result; g, seq, sel
+ * and excl are read by whoever takes it, from the word or a queue. */
+static inline void waiter_init_word(struct waiter *w, struct g *gp)
+{
+	w->g = gp;
 	w->sel = NULL;
 	w->excl = true;
 	uint64_t seq = (atomic_load_explicit(&gp->waitstate, memory_order_relaxed) >> 2) + 1;

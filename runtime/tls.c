@@ -467,6 +467,7 @@ bool tls_init(void)
 	}
 	tlsinfo = ti;
 	tcache_probe();
+	rt_swslow_set(SW_TLS); /* a G may have a block of its own from now on */
 	atomic_store_explicit(&state, 1, memory_order_release);
 	return true;
 }
@@ -812,6 +813,8 @@ void tls_g0keep_init(void)
 #endif
 	if (weftenv.nog0keep)
 		ok = false;
+	if (ok)
+		rt_swslow_set(SW_TLS);
 	tlsinfo.g0keep = ok;
 }
 
@@ -1123,6 +1126,7 @@ void tls_adopt(struct g *gp, void *tcb)
 	 * compiler cannot merge: errno's address changes here) */
 	int e = rt_geterrno();
 	*(struct m **)((char *)tcb + tlsinfo.tls_m_off) = tls_mslot(m);
+	rt_swslow_set(SW_TLS); /* before the switch away from gp: on this thread */
 	gp->tcb = tcb;
 	m->fscur = (uintptr_t)tcb;
 	mtally(&m->nfsload);
@@ -1235,6 +1239,7 @@ void *tls_movemain(void)
 	}
 	void *old = (void *)tp_self();
 	int e = rt_geterrno();
+	rt_swslow_set(SW_TLS);
 	tls_setfs((uintptr_t)tcb);
 	rt_seterrno(e);
 	ctype_init();

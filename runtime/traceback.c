@@ -6,8 +6,8 @@
  * when the runtime starts (tb_init; lazylib.c says why it is not
  * linked), started from:
  *   - a switched-out G: the frame weft_ctx_switch left at g->sp
- *     (arch/x86_64/ctx_frame.h) gives rip, rbx, rbp, r12-r15, and the sp
- *     once that frame is popped;
+ *     (arch/x86_64/ctx_frame.h) gives rip, rbp, and the sp once that
+ *     frame is popped;
  *   - a running G: the ucontext of the signal that stopped its thread;
  *   - the caller: unw_getcontext.
  * The caller of the walk makes sure the stack does not change meanwhile
@@ -97,15 +97,13 @@ void tb_from_frame(void *sp, struct tb *t)
 	greg_t *r = uc.uc_mcontext.gregs;
 	r[REG_RIP] = (greg_t)f->rip;
 	r[REG_RSP] = (greg_t)ctx_frame_sp(sp);
+	/* rbx and r12-r15 are not in the frame: the switch clobbers them,
+	 * so the function it is inlined in saved its caller's in its
+	 * prologue, where its CFI finds them (left 0 here) */
 	r[REG_RBP] = (greg_t)f->rbp;
-	r[REG_RBX] = (greg_t)f->rbx;
-	r[REG_R12] = (greg_t)f->r12;
-	r[REG_R13] = (greg_t)f->r13;
-	r[REG_R14] = (greg_t)f->r14;
-	r[REG_R15] = (greg_t)f->r15;
 	unw_cursor_t cur;
 	t->n = 0;
-	t->exact0 = false; /* rip is the return address of the switch call */
+	t->exact0 = false; /* rip is the return address of the switch's call */
 	if (unw.step && unw.init_local(&cur, &uc) == 0)
 		walk(&cur, t);
 }

@@ -13,7 +13,8 @@
 # number of runs that differed.
 #
 # The servers and runtimes (java*, jshell, node-*, perl-threads, postgres,
-# nginx, varnish, unbound, ruby-threads) run programs and drivers from scripts/realprogs.d;
+# nginx, varnish, unbound, haproxy, varnishtest, rocksdb, mosquitto,
+# ruby-threads) run programs and drivers from scripts/realprogs.d;
 # each driver runs its server and its client, so the whole tree is under
 # weft.  Their figures (tps, requests/s) go to the .err file; for a
 # server alone under weft run a driver by hand with RP_SRV="weft run
@@ -69,10 +70,14 @@ cmd[postgres]=''"$rd"'/pg.sh'
 cmd[nginx]=''"$rd"'/nginx.sh'
 cmd[varnish]=''"$rd"'/varnish.sh'
 cmd[unbound]=''"$rd"'/unbound.sh'
+cmd[haproxy]=''"$rd"'/haproxy.sh'
+cmd[varnishtest]=''"$rd"'/varnishtest.sh'
+cmd[rocksdb]=''"$rd"'/rocksdb.sh'
+cmd[mosquitto]=''"$rd"'/mosquitto.sh'
 cmd[ruby-threads]='ruby '"$rd"'/threads.rb'
 cmd[sigpipe]='bash '"$rd"'/sigpipe.sh'
 
-cases=${*:-xz zstd pigz pbzip2 sort git make gcc-lto ld-gold python java java-echo java-blocking jshell node-pool node-http perl-threads postgres nginx varnish unbound ruby-threads sigpipe}
+cases=${*:-xz zstd pigz pbzip2 sort git make gcc-lto ld-gold python java java-echo java-blocking jshell node-pool node-http perl-threads postgres nginx varnish unbound haproxy varnishtest rocksdb mosquitto ruby-threads sigpipe}
 # the data only for the cases that read it
 for c in $cases; do
 	case $c in xz | zstd | pigz | pbzip2 | sort | git | make | ld-gold) data; break ;; esac

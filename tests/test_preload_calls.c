@@ -278,3 +278,28 @@ Test(calls, kick_asks_no_pid, .timeout = 300)
 	cr_expect_leq(w[1], n[1] + 20, "weft %ld gettid for %ld kicks (natively %ld): %s", w[1],
 		      w[2], n[1], R.err);
 }
+
+/* A thread-per-connection echo server idle between messages (one
+ * connection, the client a separate process, main waiting in accept):
+ * the read that finds nothing waits in the kernel on its own M, as the
+ * program's own blocking read, since its P has nothing else to run
+ * (hook.c io_kcall, docs/hooks.md "Waiting in the kernel"), and its
+ * socket leaves weft's epoll instance, so the M the other P left in the
+ * netpoller for main's accept does not wake per message.  Every system
+ * call of 1,000 messages minus those of none: natively 2 per message (the
+ * read, the write); under weft at most 2.5 (before: a park per message,
+ * the scheduler's epoll_wait twice, sysmon's futex: ~5). */
+Test(calls, idle_echo_reads_in_the_kernel, .timeout = 300)
+{
+	if (h_asan())
+		cr_skip_test("ASan build: the launcher's LD_PRELOAD cannot put ASan first");
+	long msgs = 1000;
+	long n = counted_arg(&N, false, "all", "echo1", "1000") -
+		 counted_arg(&N, false, "all", "echo1", "0");
+	long w = counted_arg(&R, true, "all", "echo1", "1000") -
+		 counted_arg(&R, true, "all", "echo1", "0");
+	cr_expect_geq(n, 2 * msgs - 10, "natively %ld system calls for %ld messages", n, msgs);
+	cr_expect_leq(w, 2 * msgs + msgs / 2,
+		      "weft %ld system calls for %ld messages (natively %ld): %s", w, msgs, n,
+		      R.err);
+}

@@ -106,3 +106,17 @@ Test(real, itimer_then_default, .timeout = 300)
 {
 	real("itimer_dfl", "100", 1);
 }
+
+/* haproxy's `show threads`: SIGURG to every thread (each in epoll_wait)
+ * and to itself, every handler spinning on sched_yield until all have
+ * arrived, 100 rounds.  sched_yield gave up the OS thread's time slice,
+ * not the P: spinning handlers on every P kept the other Gs (their
+ * handlers pending) from running - hung on 1 and 2 Ps; and a G spinning
+ * on a spare P about to retire kept the Gs queued there (4 Ps, or 2
+ * after a lend).  Now a G's sched_yield is weft_yield, which goes
+ * through the scheduler when its P retires (hook/preload/thread.c,
+ * runtime/proc.c weft_yield). */
+Test(real, sched_yield_lets_other_gs_run, .timeout = 600)
+{
+	real("yield_rendezvous", "100", 2);
+}

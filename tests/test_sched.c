@@ -1763,6 +1763,48 @@ Test(sched, errno_per_g)
 	cr_assert_eq(errno_bad, 0);
 }
 
+/* A new G starts with errno 0, as a new thread does, not with the errno
+ * of whatever ran on its M before it: the switch sets the errno of the G
+ * it switches to (gswitch_inl), a fresh one's too.  On 1 P the new G
+ * runs when its maker parks, from the maker's context, so the maker's
+ * errno was the one left on the M. */
+static weft_chan_t *errno_ch;
+
+static void errno_fresh_g(void *arg)
+{
+	(void)arg;
+	int e = geterr();
+	weft_chan_send(errno_ch, &e);
+}
+
+static int errno_fresh_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	errno_ch = weft_chan_make(sizeof(int), 0);
+	seterr(4321);
+	weft_go(errno_fresh_g, NULL);
+	int e = -1;
+	if (weft_chan_recv(errno_ch, &e) != 1)
+		return 10;
+	if (geterr() != 4321)
+		return 11; /* ours kept across the park */
+	return e == 0 ? 0 : 12;
+}
+
+static int errno_fresh_child(void)
+{
+	return weft_main(errno_fresh_body, 0, NULL);
+}
+
+Test(sched, new_g_starts_with_errno_0, .timeout = 60)
+{
+	char *env[] = { "WEFT_MAXPROCS=1", NULL };
+	struct child c;
+	run_child(&c, env, errno_fresh_child, 50);
+	cr_assert(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0,
+		  "status %d (12: the new G saw its maker's errno), stderr: %s", c.status, c.err);
+}
+
 /* ---- weft_lock_thread keeps a G on its OS thread ------------------------------------- */
 
 static _Atomic int lock_moved;

@@ -168,6 +168,44 @@ Test(stacks, chunk_tops_populated_in_one_call, .timeout = 60)
 		     TOPS_GS);
 }
 
+/* Gs' frames at the same depth are not at the same address modulo 4096
+ * (stackcolour, runtime.h): slots are a multiple of 4 KiB apart, and
+ * without a colour each G's first frame is at its slot's top, so the
+ * two Gs of a yield or a channel's two ends had every frame of their
+ * switches 4K-aliased.  Gs alive together, on fresh slots of one chunk. */
+#define COLOUR_GS 4
+static uintptr_t colour_at[COLOUR_GS];
+static weft_wg_t colour_wg = WEFT_WG_INIT;
+static weft_chan_t *colour_end;
+
+static __attribute__((noinline)) void colour_g(void *arg)
+{
+	volatile char here = 0;
+	colour_at[(uintptr_t)arg] = (uintptr_t)&here;
+	weft_wg_done(&colour_wg);
+	weft_chan_recv(colour_end, NULL); /* alive until all have looked */
+}
+
+static int colour_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	colour_end = weft_chan_make(0, 0);
+	weft_wg_add(&colour_wg, COLOUR_GS);
+	for (uintptr_t i = 0; i < COLOUR_GS; i++)
+		CHECK(weft_go(colour_g, (void *)i) > 0);
+	weft_wg_wait(&colour_wg);
+	weft_chan_close(colour_end);
+	for (int i = 0; i < COLOUR_GS; i++)
+		for (int j = 0; j < i; j++)
+			CHECK((colour_at[i] & 4095) != (colour_at[j] & 4095));
+	return 0;
+}
+
+Test(stacks, neighbours_frames_apart_mod_4k)
+{
+	run_main(colour_body);
+}
+
 /* In libweft (no split-stack support) a segmented request is served by
  * a guarded stack of the size asked for, or WEFT_STACK_SIZE. */
 static int fallback_body(int argc, char **argv)

@@ -10,8 +10,10 @@
 # runtime/proc.c; libweft is built with -g), so the commands work on a
 # stopped process and on a core file.  A parked G is unwound from the frame its switch left on its
 # stack (arch/x86_64/ctx_frame.h: at g->sp the MXCSR and x87 control
-# words, then r15 r14 r13 r12 rbx rbp and the return address; the stack
-# pointer after the switch returns is g->sp + 64).  In a live process
+# words, then where it resumes and rbp; the stack pointer after the switch
+# is g->sp + 24; rbx and r12-r15 are where the CFI of the function that
+# switched says its prologue saved them, the switch being inline assembly
+# that clobbers them).  In a live process
 # "weft bt" points the selected thread's registers at that frame, runs
 # gdb's own backtrace (CFI, so split-stack segments and inlined frames
 # unwind as usual) and puts them back; where registers cannot be written
@@ -20,9 +22,8 @@
 
 import gdb
 
-CTX_FRAME = [("r15", 8), ("r14", 16), ("r13", 24), ("r12", 32), ("rbx", 40),
-             ("rbp", 48), ("rip", 56)]
-CTX_FRAME_BYTES = 64
+CTX_FRAME = [("rip", 8), ("rbp", 16)]
+CTX_FRAME_BYTES = 24
 
 GSTATUS = {0: "idle", 1: "runnable", 2: "running", 3: "waiting",
            4: "syscall", 5: "dead"}
@@ -296,7 +297,7 @@ a running G shows its OS thread's backtrace."""
     def swapped_bt(self, regs, opts):
         """gdb's own backtrace, from the G's registers put in frame 0 of
         the selected thread for the duration."""
-        names = ["rsp", "rip", "rbp", "rbx", "r12", "r13", "r14", "r15"]
+        names = ["rsp", "rip", "rbp"]
         try:
             gdb.execute("select-frame 0", to_string=True)
             saved = dict((n, int(gdb.parse_and_eval("$" + n))) for n in names)

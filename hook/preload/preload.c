@@ -132,7 +132,7 @@ void shim_rtstart(void)
 	int z = 0;
 	if (!atomic_compare_exchange_strong(&startstate, &z, 1)) {
 		while (atomic_load_explicit(&startstate, memory_order_acquire) != 2)
-			sched_yield();
+			sys3(SYS_sched_yield, 0, 0, 0);
 		return;
 	}
 	/* the runtime's own threads must be real ones */

@@ -923,6 +923,7 @@ void sig_start(void)
 	/* from the next switch on, the Gs' SIGPIPE / SIGXFSZ (main's: it is
 	 * not running yet) */
 	atomic_store(&rt_sigkbits, kbits());
+	rt_swslow_set(SW_SIGK); /* the switch looks at rt_sigkbits from now on */
 }
 
 /* Child of fork: a new signal thread (the old one is not in the child).

@@ -1006,6 +1006,24 @@ HOOK int pthread_setschedprio(pthread_t th, int prio)
 	return ENOTSUP;
 }
 
+/* The calling thread goes to the end of the queue of those that want a
+ * CPU: on a G, its P's run queue (weft_yield).  The kernel's call
+ * would give up only the OS thread's time slice, and the P with it
+ * stays the G's: a G spinning on sched_yield for another thread to act
+ * kept that thread's G from running wherever every P had such a
+ * spinner (haproxy's `show threads`: every thread's SIGURG handler spins
+ * so until all have arrived; hung on 1 and 2 Ps -
+ * real::sched_yield_lets_other_gs_run).  A plain thread, a G inside the
+ * runtime or in a call: the kernel's. */
+HOOK int sched_yield(void)
+{
+	if (hook_g())
+		weft_yield();
+	else
+		sys3(SYS_sched_yield, 0, 0, 0);
+	return 0;
+}
+
 HOOK int pthread_getaffinity_np(pthread_t th, size_t size, cpu_set_t *set)
 {
 	if (!is_gthr(&th))

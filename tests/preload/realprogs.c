@@ -6,7 +6,8 @@
  *
  * realprogs CASE [N]: prints one line per check ("ok ..." or "FAIL ...")
  * and exits 0 if all held.  Cases: itimer_sleep, pidfd_self, sigwait_kill,
- * sigwait_ignored, setxid, sigaction_raise, write_alarm, itimer_dfl.
+ * sigwait_ignored, setxid, sigaction_raise, write_alarm, itimer_dfl,
+ * yield_rendezvous.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -22,6 +23,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <semaphore.h>
+#include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
@@ -556,6 +558,78 @@ static void itimer_dfl(int n)
 	printf("ok %d rounds: no SIGALRM acted on after its timer stopped\n", n);
 }
 
+/* ---- yield_rendezvous --------------------------------------------------------------------
+ * haproxy's `show threads` (debug.c, ha_thread_dump_all_to_trash and
+ * debug_handler): the thread serving the command sends SIGURG to every
+ * other thread with pthread_kill, each of them sitting in epoll_wait,
+ * then raises it to itself; every handler spins with sched_yield until
+ * all the handlers have arrived, then they dump one after another.
+ * Natively the kernel runs every spinning thread in turn.  Under weft a
+ * G's sched_yield gave up only its OS thread's time slice, not its P:
+ * two handlers spinning on 2 Ps (one on 1 P) kept the other Gs, their
+ * handlers pending, from running, and haproxy hung for good.  T threads,
+ * N rounds; each round's arrivals counted. */
+#define YR_T 3 /* threads beside main, as haproxy's nbthread 4 */
+static atomic_int yr_in;      /* handlers arrived so far, all rounds */
+static atomic_int yr_target;  /* arrivals that end this round's spin */
+static atomic_int yr_stop;    /* set when the threads are to leave */
+static int yr_ep[YR_T];       /* each thread's epoll fd */
+static int yr_pipe[2];        /* its read end in every epoll set: the end */
+
+static void yr_handler(int s)
+{
+	(void)s;
+	int saved = errno;
+	int target = atomic_load(&yr_target); /* this round's: the next is set after it */
+	atomic_fetch_add(&yr_in, 1);
+	while (atomic_load(&yr_in) < target)
+		sched_yield();
+	errno = saved;
+}
+
+static void *yr_thread(void *arg)
+{
+	int ep = *(int *)arg;
+	struct epoll_event ev;
+	while (!atomic_load(&yr_stop)) {
+		int n = epoll_wait(ep, &ev, 1, -1);
+		CHECK(n == 1 || (n < 0 && errno == EINTR));
+	}
+	return NULL;
+}
+
+static void yield_rendezvous(int n)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = yr_handler;
+	sa.sa_flags = SA_RESTART;
+	CHECK(sigaction(SIGURG, &sa, NULL) == 0);
+	CHECK(pipe(yr_pipe) == 0);
+	pthread_t t[YR_T];
+	for (int i = 0; i < YR_T; i++) {
+		yr_ep[i] = epoll_create1(0);
+		CHECK(yr_ep[i] >= 0);
+		struct epoll_event ev = { .events = EPOLLIN, .data.fd = yr_pipe[0] };
+		CHECK(epoll_ctl(yr_ep[i], EPOLL_CTL_ADD, yr_pipe[0], &ev) == 0);
+		CHECK(pthread_create(&t[i], NULL, yr_thread, &yr_ep[i]) == 0);
+	}
+	for (int r = 0; r < n; r++) {
+		atomic_store(&yr_target, (r + 1) * (YR_T + 1));
+		for (int i = 0; i < YR_T; i++)
+			CHECK(pthread_kill(t[i], SIGURG) == 0);
+		CHECK(raise(SIGURG) == 0); /* returns once our handler has */
+		while (atomic_load(&yr_in) < (r + 1) * (YR_T + 1))
+			sched_yield();
+	}
+	atomic_store(&yr_stop, 1);
+	CHECK(write(yr_pipe[1], "x", 1) == 1);
+	for (int i = 0; i < YR_T; i++)
+		CHECK(pthread_join(t[i], NULL) == 0);
+	printf("ok %d rounds: %d handlers met spinning in sched_yield each round\n", n,
+	       YR_T + 1);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -575,6 +649,8 @@ int main(int argc, char **argv)
 		setxid_case(n > 0 ? n : 8);
 	else if (!strcmp(argv[1], "itimer_dfl"))
 		itimer_dfl(n > 0 ? n : 100);
+	else if (!strcmp(argv[1], "yield_rendezvous"))
+		yield_rendezvous(n > 0 ? n : 300);
 	else if (!strcmp(argv[1], "write_alarm"))
 		write_alarm(n > 0 ? n : 200);
 	else

@@ -44,6 +44,15 @@
  *           one TCP connection, ROUNDS one-byte messages echoed by a
  *           server thread; each side's read finds nothing yet and waits
  *           for the other's write.  The program makes no fcntl itself.
+ *   servers echo1 N - a thread-per-connection echo server idle
+ *           between messages: a client process (forked before any
+ *           thread, so not traced by sccount and never under weft's
+ *           runtime) sends N 16-byte messages on one connection, each
+ *           after the echo of the one before; the server's thread reads
+ *           each into a 64-byte buffer and writes it back, while main
+ *           waits in accept for the next connection (the thread makes it
+ *           when the client has gone).  Natively 2 calls per message:
+ *           the read and the write.
  *   servers numnames - like varnish naming each connection's addresses
  *           (VTCP_name): four threads, each ROUNDS getnameinfo with
  *           NI_NUMERICHOST|NI_NUMERICSERV and getaddrinfo of a numeric
@@ -81,6 +90,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 
 #include "check.h"
 
@@ -457,6 +467,62 @@ static void case_echo(void)
 	printf("echo: %d rounds\n", ROUNDS);
 }
 
+static int e1_listen = -1; /* echo1's listener, made before the fork */
+static pid_t e1_pid;       /* echo1's client process */
+
+/* echo1's client, in its own process: n messages, each echoed whole. */
+static void echo1_client(int n)
+{
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(c >= 0 && connect(c, (struct sockaddr *)&caddr, sizeof caddr) == 0);
+	char msg[16], back[16];
+	for (int i = 0; i < n; i++) {
+		memset(msg, 'a' + i % 26, sizeof msg);
+		CHECK(write(c, msg, sizeof msg) == (ssize_t)sizeof msg);
+		size_t got = 0;
+		while (got < sizeof back) {
+			ssize_t r = read(c, back + got, sizeof back - got);
+			CHECK(r > 0);
+			got += (size_t)r;
+		}
+		CHECK(memcmp(msg, back, sizeof msg) == 0);
+	}
+	close(c);
+	_exit(0);
+}
+
+static void *echo1_srv(void *arg)
+{
+	int s = *(int *)arg;
+	char b[64];
+	ssize_t r;
+	while ((r = read(s, b, sizeof b)) > 0)
+		CHECK(write(s, b, (size_t)r) == r);
+	CHECK(r == 0);
+	close(s);
+	/* main's accept ends with the server's next connection */
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(c >= 0 && connect(c, (struct sockaddr *)&caddr, sizeof caddr) == 0);
+	close(c);
+	return NULL;
+}
+
+static void case_echo1(void)
+{
+	int s = accept(e1_listen, NULL, NULL);
+	CHECK(s >= 0);
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, echo1_srv, &s) == 0);
+	int s2 = accept(e1_listen, NULL, NULL); /* waits meanwhile, as a server's main */
+	CHECK(s2 >= 0);
+	close(s2);
+	CHECK(pthread_join(t, NULL) == 0);
+	close(e1_listen);
+	int st;
+	CHECK(waitpid(e1_pid, &st, 0) == e1_pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	printf("echo1: %d messages\n", sa_rounds);
+}
+
 /* The case runs on a thread of its own: a program that never makes one
  * never starts weft's runtime (docs/preload.md). */
 static void *run(void *arg)
@@ -480,6 +546,8 @@ static void *run(void *arg)
 		case_pollwake();
 	else if (strcmp(name, "echo") == 0)
 		case_echo();
+	else if (strcmp(name, "echo1") == 0)
+		case_echo1();
 	else if (strcmp(name, "kicks") == 0)
 		case_kicks();
 	else
@@ -492,6 +560,13 @@ int main(int argc, char **argv)
 	if (argc < 2)
 		FAIL("usage: servers CASE [N]");
 	sa_rounds = argc > 2 ? atoi(argv[2]) : ROUNDS;
+	if (strcmp(argv[1], "echo1") == 0) {
+		e1_listen = listener(&caddr);
+		e1_pid = fork();
+		CHECK(e1_pid >= 0);
+		if (e1_pid == 0)
+			echo1_client(sa_rounds);
+	}
 	pthread_t t;
 	CHECK(pthread_create(&t, NULL, run, argv[1]) == 0);
 	CHECK(pthread_join(t, NULL) == 0);
