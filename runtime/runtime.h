@@ -516,6 +516,8 @@ struct p {
 	int64_t sm_statnext;      /* no /proc read of the owner's thread state before this */
 	int64_t sm_statgap;       /* the back-off after a read that did not say S (0: none) */
 	int64_t sm_statlast;      /* when a read last did not say S (0: never) */
+	int64_t sm_cpusbusy;      /* when an unseen call here was first not lent a spare
+	                           * because the CPUs were busy (cpusbusy; 0: not) */
 	/* spares lent for this P beyond the first (PF_LENT): a blocked M's
 	 * Gs whose first spare blocked too; givebackp retires them all */
 	_Atomic int32_t nlent;
@@ -558,6 +560,7 @@ struct sched {
 	_Atomic int32_t nspares;      /* spare Ps in use (not on sparefree) */
 	struct p *sparefree;          /* retired spare Ps (sched.lock) */
 	_Atomic int64_t nsyscallretake; /* sysmon: Ps retaken from blocking calls */
+	_Atomic int64_t nbusylenddefer; /* sysmon: spares for unseen calls put off, CPUs busy */
 	_Atomic int64_t nhogretake;   /* sysmon: Ps retaken from Gs running > 10 ms */
 	_Atomic int64_t npreempt;     /* sysmon: preempt requests */
 	_Atomic int64_t nturn;        /* Gs that gave way at a request boundary (rt_turn) */
@@ -1061,6 +1064,10 @@ struct weftenv {
 	                        * netpoller when the last poll is older (0: never; proc.c) */
 	int64_t turn_ns;       /* WEFT_DEBUG=turn=<us>: a G at a request boundary that has
 	                        * run this long gives way (0: never; proc.c rt_turn) */
+	bool nobusydefer;      /* WEFT_DEBUG=busydefer=0: an unseen call gets its spare
+	                        * whether or not the CPUs are busy (sysmon.c cpusbusy) */
+	int lendlog;           /* WEFT_DEBUG=lendlog=<n>: sysmon says why, for its first n
+	                        * lends (sysmon.c lendsay) */
 };
 extern HIDDEN struct weftenv weftenv;
 void envinit(void);
