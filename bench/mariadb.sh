@@ -12,7 +12,10 @@
 # only idle Ps and sysmon poll the netpoller, as before session 10); weft-turn
 # (WEFT_DEBUG=turn=$MDB_TURN, default 200: a connection's G that finds its next
 # request there gives way once it has run that many us; docs/design.md,
-# "Turns"); weft-noturn (WEFT_DEBUG=turn=0: never); shared (weft run with
+# "Turns"); weft-noturn (WEFT_DEBUG=turn=0: never); weft-defer
+# (WEFT_DEBUG=busydefer=$MDB_DEFER, default 10000: a G stuck in a call weft
+# does not see waits up to that many us for a spare P while the server's
+# other Ms fill its CPUs; docs/design.md); shared (weft run with
 # WEFT_TLS=shared); wnative (weft run with WEFT_PTHREADS=native: real
 # threads on weft's pthread locks); pool (thread_handling=pool-of-threads).
 # MDB_WEFT_DEBUG: WEFT_DEBUG for the weft modes (e.g. kwait=0).
@@ -104,6 +107,7 @@ start() { # start MODE
 	weft-idlepoll) pre=(env WEFT_DEBUG="${wdebug:+$wdebug,}pollgap=0" "$weft" run --procs "$procs" --) ;;
 	weft-turn) pre=(env WEFT_DEBUG="${wdebug:+$wdebug,}turn=$turn" "$weft" run --procs "$procs" --) ;;
 	weft-noturn) pre=(env WEFT_DEBUG="${wdebug:+$wdebug,}turn=0" "$weft" run --procs "$procs" --) ;;
+	weft-defer) pre=(env WEFT_DEBUG="${wdebug:+$wdebug,}busydefer=${MDB_DEFER:-10000}" "$weft" run --procs "$procs" --) ;;
 	shared) pre=(env WEFT_TLS=shared "$weft" run --procs "$procs" --) ;;
 	wnative) pre=(env WEFT_PTHREADS=native "$weft" run --procs "$procs" --) ;;
 	pool) extra=(--thread-handling=pool-of-threads) ;;

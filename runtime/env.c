@@ -18,8 +18,9 @@
  *                    this, default 1000; 0: only idle Ps and sysmon poll: runtime/proc.c),
  *                    turn=<us> (a G that received a request after sending gives way
  *                    once it has run this long, default TURN_US; 0: never: proc.c rt_turn),
- *                    busydefer=0 (a G stuck in a call weft does not see gets a spare P
- *                    even while the process's CPUs are busy with its Ms: sysmon.c cpusbusy),
+ *                    busydefer=<us> (the longest a G stuck in a call weft does not see
+ *                    waits for a spare P while the process's CPUs are busy with its Ms;
+ *                    default 0, no wait: sysmon.c cpusbusy),
  *                    lendlog=<n> (sysmon says on stderr why it lends a P, for its first n
  *                    lends: the kind, and the stuck thread's /proc syscall line)
  */
@@ -135,8 +136,11 @@ static void debugopts(const char *s)
 				weftenv.turn_ns = (int64_t)v * 1000;
 			else
 				warn("ignoring WEFT_DEBUG %s: want turn=<us>, 0..1000000", tok);
-		} else if (!strcmp(tok, "busydefer=0") || !strcmp(tok, "busydefer=1")) {
-			weftenv.nobusydefer = tok[10] == '0';
+		} else if (!strncmp(tok, "busydefer=", 10)) {
+			if (parse_int(tok + 10, 0, 1000000, &v) == 0)
+				weftenv.busydefer_ns = (int64_t)v * 1000;
+			else
+				warn("ignoring WEFT_DEBUG %s: want busydefer=<us>, 0..1000000", tok);
 		} else if (!strncmp(tok, "lendlog=", 8)) {
 			if (parse_int(tok + 8, 0, 1000000, &v) == 0)
 				weftenv.lendlog = (int)v;
@@ -151,7 +155,7 @@ static void debugopts(const char *s)
 		} else {
 			warn("ignoring WEFT_DEBUG %s: want schedtrace=<ms>, sigquit=continue, kwait=0, "
 			     "g0keep=0, tlsslot=0, kickdelay=<us>, stall=<us>, pollgap=<us>, turn=<us>, "
-			     "busydefer=0, lendlog=<n> or clockset=<s>",
+			     "busydefer=<us>, lendlog=<n> or clockset=<s>",
 			     tok);
 		}
 	}

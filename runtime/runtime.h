@@ -1064,8 +1064,9 @@ struct weftenv {
 	                        * netpoller when the last poll is older (0: never; proc.c) */
 	int64_t turn_ns;       /* WEFT_DEBUG=turn=<us>: a G at a request boundary that has
 	                        * run this long gives way (0: never; proc.c rt_turn) */
-	bool nobusydefer;      /* WEFT_DEBUG=busydefer=0: an unseen call gets its spare
-	                        * whether or not the CPUs are busy (sysmon.c cpusbusy) */
+	int64_t busydefer_ns;  /* WEFT_DEBUG=busydefer=<us>: the longest an unseen call
+	                        * waits for a spare while the CPUs are busy (sysmon.c
+	                        * cpusbusy; 0, the default: it does not wait) */
 	int lendlog;           /* WEFT_DEBUG=lendlog=<n>: sysmon says why, for its first n
 	                        * lends (sysmon.c lendsay) */
 };

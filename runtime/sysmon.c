@@ -41,9 +41,6 @@
 #define SYSCALL_RETAKE_NS (20 * 1000)
 #define RELEND_NS (1000 * 1000) /* a blocked M's spare blocked too: another after this */
 #define HOG_RETAKE_NS (10 * 1000 * 1000)
-/* the longest a call weft does not see waits for a spare while the
- * process's CPUs are busy with its other Ms (cpusbusy) */
-#define BUSY_LEND_NS (10 * 1000 * 1000)
 #define HOG_GRACE_NS (50 * 1000) /* a hog asked to yield: its CPU time before a lend */
 #define POLL_IDLE_NS (10 * 1000 * 1000)
 #define TIMER_LATE_NS (1000 * 1000) /* a P's timer this overdue: sysmon fires it */
@@ -484,18 +481,22 @@ static int retake(int64_t now, struct watch *w)
 			wakep(); /* an idle P will steal the waiting Gs */
 			continue;
 		}
-		/* a call weft does not see, while the CPUs are busy with Ms
-		 * that hold Ps: no spare yet (cpusbusy says why); one after
-		 * BUSY_LEND_NS all the same, so a G truly blocked in the
-		 * kernel still gets one, later, whatever runs beside it (no
-		 * cap: the Gs behind it may be what it waits for) */
-		if (unseen && !weftenv.nobusydefer) {
+		/* WEFT_DEBUG=busydefer=<us>: a call weft does not see, while
+		 * the CPUs are busy with Ms that hold Ps, gets no spare yet
+		 * (cpusbusy says why); one after that long all the same, so a
+		 * G truly blocked in the kernel still gets one, later,
+		 * whatever runs beside it (no cap: the Gs behind it may be
+		 * what it waits for).  Off by default: MariaDB at 512 clients
+		 * had 8-9 OS threads instead of 44-48 with it, but 0.4-0.6x
+		 * the throughput (docs/design.md) */
+		int64_t defer = weftenv.busydefer_ns;
+		if (unseen && defer > 0) {
 			if (!pp->sm_cpusbusy && cpusbusy(pp)) {
 				pp->sm_cpusbusy = now;
 				atomic_fetch_add_explicit(&sched.nbusylenddefer, 1, memory_order_relaxed);
 				continue;
 			}
-			if (pp->sm_cpusbusy && now - pp->sm_cpusbusy < BUSY_LEND_NS)
+			if (pp->sm_cpusbusy && now - pp->sm_cpusbusy < defer)
 				continue;
 		}
 		pp->sm_cpusbusy = 0;
