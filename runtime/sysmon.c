@@ -487,8 +487,8 @@ static int retake(int64_t now, struct watch *w)
 		 * G truly blocked in the kernel still gets one, later,
 		 * whatever runs beside it (no cap: the Gs behind it may be
 		 * what it waits for).  Off by default: MariaDB at 512 clients
-		 * had 8-9 OS threads instead of 44-48 with it, but 0.4-0.6x
-		 * the throughput (docs/design.md) */
+		 * had 8-9 OS threads instead of 44-45 with it (two pairs of
+		 * three), but 0.4-0.6x the throughput (docs/design.md) */
 		int64_t defer = weftenv.busydefer_ns;
 		if (unseen && defer > 0) {
 			if (!pp->sm_cpusbusy && cpusbusy(pp)) {
