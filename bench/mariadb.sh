@@ -12,7 +12,10 @@
 # only idle Ps and sysmon poll the netpoller, as before session 10); weft-turn
 # (WEFT_DEBUG=turn=$MDB_TURN, default 200: a connection's G that finds its next
 # request there gives way once it has run that many us; docs/design.md,
-# "Turns"); weft-noturn (WEFT_DEBUG=turn=0: never); shared (weft run with
+# "Turns"); weft-noturn (WEFT_DEBUG=turn=0: never); weft-defer
+# (WEFT_DEBUG=busydefer=$MDB_DEFER, default 10000: a G stuck in a call weft
+# does not see waits up to that many us for a spare P while the server's
+# other Ms fill its CPUs; docs/design.md); shared (weft run with
 # WEFT_TLS=shared); wnative (weft run with WEFT_PTHREADS=native: real
 # threads on weft's pthread locks); pool (thread_handling=pool-of-threads).
 # MDB_WEFT_DEBUG: WEFT_DEBUG for the weft modes (e.g. kwait=0).
@@ -44,7 +47,14 @@
 # MDB_PERF=1: perf record (cpu-clock) on the server over the run, and the
 # line is followed by its top symbols (object, symbol, share of samples).
 #
-# One line per run: mode threads tps errors p95_ms os_threads; the server's
+# MDB_IDLE=S (default 3): after the run the server is left idle S seconds
+# and its OS threads counted again (weft's idle Ms retire after 1 s:
+# docs/design.md, "Idle Ms retire").  MDB_CLONES=1: perf stat counts the
+# server's clone/clone3 calls over the run (threads it started).
+#
+# One line per run: mode threads tps errors p95_ms os_threads (the most
+# seen, sampled every 0.5 s), end (at the run's last sample) and idle
+# (after MDB_IDLE s idle); the server's
 # first line of its crash report is shown when it dies.  Then the server's
 # CPU per transaction and, from every server thread's /proc schedstat over
 # the run, its time on a CPU and its time runnable but waiting for one
@@ -97,6 +107,7 @@ start() { # start MODE
 	weft-idlepoll) pre=(env WEFT_DEBUG="${wdebug:+$wdebug,}pollgap=0" "$weft" run --procs "$procs" --) ;;
 	weft-turn) pre=(env WEFT_DEBUG="${wdebug:+$wdebug,}turn=$turn" "$weft" run --procs "$procs" --) ;;
 	weft-noturn) pre=(env WEFT_DEBUG="${wdebug:+$wdebug,}turn=0" "$weft" run --procs "$procs" --) ;;
+	weft-defer) pre=(env WEFT_DEBUG="${wdebug:+$wdebug,}busydefer=${MDB_DEFER:-10000}" "$weft" run --procs "$procs" --) ;;
 	shared) pre=(env WEFT_TLS=shared "$weft" run --procs "$procs" --) ;;
 	wnative) pre=(env WEFT_PTHREADS=native "$weft" run --procs "$procs" --) ;;
 	pool) extra=(--thread-handling=pool-of-threads) ;;
@@ -121,7 +132,7 @@ mariadb --no-defaults -uroot --socket="$d/sock" -e 'create database sbtest' || e
 sb prepare >/dev/null || exit 1
 stop
 echo "mariadb: $test ${secs}s, weft run --procs $procs${spin:+, server on CPU $SCPU, sysbench on CPU $CCPU}; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-printf "%-8s %8s %10s %8s %8s %8s\n" mode threads tps errors p95_ms threads_os
+printf "%-8s %8s %10s %8s %8s %8s %5s %5s\n" mode threads tps errors p95_ms threads_os end idle
 for n in $threads; do
 	for m in $modes; do
 		start "$m" || continue
@@ -146,14 +157,23 @@ for n in $threads; do
 				clock_nanosleep io_uring_enter) -p "$spid" 2>/dev/null &
 			ppid=$!
 		fi
+		kpid=
+		rm -f "$d/clones.out"
+		if [ "${MDB_CLONES:-0}" = 1 ] && command -v perf >/dev/null; then
+			perf stat -x, -o "$d/clones.out" -e syscalls:sys_enter_clone,syscalls:sys_enter_clone3 \
+				-p "$spid" 2>/dev/null &
+			kpid=$!
+		fi
 		rpid=
 		if [ "${MDB_PERF:-0}" = 1 ] && command -v perf >/dev/null; then
 			perf record -q -e cpu-clock -F 4000 -o "$d/perf-$m-$n.data" -p "$spid" 2>/dev/null &
 			rpid=$!
 		fi
 		maxt=0
+		endt=-
 		while kill -0 "$cpid" 2>/dev/null; do
 			t=$(awk '/^Threads:/ { print $2 }' /proc/"$spid"/status 2>/dev/null)
+			[ -n "$t" ] && endt=$t
 			[ -n "$t" ] && [ "$t" -gt "$maxt" ] && maxt=$t
 			# at sysbench's report of second S (its clock starts once
 			# every client has connected), within the 0.2 s of a look
@@ -162,6 +182,7 @@ for n in $threads; do
 			sleep "$([ "$warm" -gt 0 ] && echo 0.2 || echo 0.5)"
 		done
 		wait "$cpid"
+		[ -n "$kpid" ] && { kill -INT "$kpid"; wait "$kpid"; }
 		[ -n "$ppid" ] && { kill -INT "$ppid"; wait "$ppid"; }
 		[ -n "$rpid" ] && { kill -INT "$rpid"; wait "$rpid"; }
 		cpu1=$(awk '{ print $14 + $15 }' /proc/"$spid"/stat 2>/dev/null)
@@ -172,8 +193,17 @@ for n in $threads; do
 		p95=$(awk '/95th percentile:/ { print $3 }' "$d/run.out")
 		alive=yes
 		kill -0 "$spid" 2>/dev/null || alive="DIED"
-		printf "%-8s %8s %10s %8s %8s %8s %s\n" "$m" "$n" "${tps:-FAIL}" "${err:--}" "${p95:--}" "$maxt" \
+		idlet=-
+		if [ "$alive" = yes ] && [ "${MDB_IDLE:-3}" -gt 0 ]; then
+			sleep "${MDB_IDLE:-3}"
+			idlet=$(awk '/^Threads:/ { print $2 }' /proc/"$spid"/status 2>/dev/null)
+		fi
+		printf "%-8s %8s %10s %8s %8s %8s %5s %5s %s\n" "$m" "$n" "${tps:-FAIL}" "${err:--}" "${p95:--}" "$maxt" \
+			"$endt" "${idlet:--}" \
 			"$([ "$alive" = yes ] || echo "server died: $(grep -m1 -i 'signal\|assert' "$d/server.log")")"
+		# MDB_CLONES=1: threads the server started over the run
+		[ -s "$d/clones.out" ] &&
+			awk -F, -v s="$secs" '$1 ~ /^[0-9]+$/ { n += $1 } END { printf "         threads started (clone, clone3) over the run: %d, %.1f per second\n", n, n / s }' "$d/clones.out"
 		[ -n "$tps" ] || tail -5 "$d/run.out"
 		tx=$(awk '/transactions:/ { print $2 }' "$d/run.out")
 		# the server's CPU (user + system, clock ticks) per transaction

@@ -257,7 +257,7 @@ WEFT_API void weft_once(weft_once_t *o, void (*fn)(void));
 typedef struct weft_stats {
 	int procs;                 /* Ps (WEFT_MAXPROCS) */
 	int idle_procs;            /* Ps with nothing to run */
-	int threads;               /* OS threads the runtime made (Ms + sysmon) */
+	int threads;               /* OS threads of the runtime now (Ms + sysmon) */
 	int idle_threads;          /* Ms parked with no P */
 	int spinning_threads;      /* Ms looking for work */
 	int global_runq;           /* Gs on the global run queue */
@@ -274,6 +274,8 @@ typedef struct weft_stats {
 	int64_t thread_state_reads; /* the monitor's reads of a thread's state in /proc */
 	int64_t chan_fast_handoffs; /* unbuffered channel hand-offs made without the
 	                            * channel's lock (one party waiting alone) */
+	int64_t threads_made;      /* OS threads started for Ms since the runtime began */
+	int64_t threads_retired;   /* of them, ended after a second idle (docs/design.md) */
 } weft_stats_t;
 
 /* Fill *st.  0, or -1 with EINVAL for NULL.

@@ -63,8 +63,18 @@ static void scang(struct g *gp, void *arg)
 	}
 }
 
-/* Threads in this process that have not exited (zombies excluded), or
- * -1 if /proc cannot tell. */
+/* A retired M's thread on its way out (proc.c mretire): a runtime
+ * thread that will never act, not a plain one. */
+static bool exiting(int tid)
+{
+	for (struct m *m = atomic_load(&allm); m; m = m->alllink)
+		if (atomic_load_explicit(&m->exittid, memory_order_relaxed) == tid)
+			return true;
+	return false;
+}
+
+/* Threads in this process that have not exited (zombies and retired
+ * Ms' excluded), or -1 if /proc cannot tell. */
 static int livethreads(void)
 {
 	DIR *d = opendir("/proc/self/task");
@@ -73,7 +83,7 @@ static int livethreads(void)
 	int n = 0;
 	struct dirent *de;
 	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.')
+		if (de->d_name[0] == '.' || exiting(atoi(de->d_name)))
 			continue;
 		char path[300], buf[512];
 		snprintf(path, sizeof path, "/proc/self/task/%s/stat", de->d_name);

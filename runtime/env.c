@@ -17,7 +17,12 @@
  *                    P's scheduler polls the netpoller when the last poll is older than
  *                    this, default 1000; 0: only idle Ps and sysmon poll: runtime/proc.c),
  *                    turn=<us> (a G that received a request after sending gives way
- *                    once it has run this long, default TURN_US; 0: never: proc.c rt_turn)
+ *                    once it has run this long, default TURN_US; 0: never: proc.c rt_turn),
+ *                    busydefer=<us> (the longest a G stuck in a call weft does not see
+ *                    waits for a spare P while the process's CPUs are busy with its Ms;
+ *                    default 0, no wait: sysmon.c cpusbusy),
+ *                    lendlog=<n> (sysmon says on stderr why it lends a P, for its first n
+ *                    lends: the kind, and the stuck thread's /proc syscall line)
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -131,6 +136,16 @@ static void debugopts(const char *s)
 				weftenv.turn_ns = (int64_t)v * 1000;
 			else
 				warn("ignoring WEFT_DEBUG %s: want turn=<us>, 0..1000000", tok);
+		} else if (!strncmp(tok, "busydefer=", 10)) {
+			if (parse_int(tok + 10, 0, 1000000, &v) == 0)
+				weftenv.busydefer_ns = (int64_t)v * 1000;
+			else
+				warn("ignoring WEFT_DEBUG %s: want busydefer=<us>, 0..1000000", tok);
+		} else if (!strncmp(tok, "lendlog=", 8)) {
+			if (parse_int(tok + 8, 0, 1000000, &v) == 0)
+				weftenv.lendlog = (int)v;
+			else
+				warn("ignoring WEFT_DEBUG %s: want lendlog=<n>, 0..1000000", tok);
 		} else if (!strncmp(tok, "clockset=", 9)) {
 			if (parse_int(tok + 9, -86400, 86400, &v) == 0)
 				weftenv.clockset_ns = (int64_t)v * 1000000000;
@@ -139,8 +154,8 @@ static void debugopts(const char *s)
 				     tok);
 		} else {
 			warn("ignoring WEFT_DEBUG %s: want schedtrace=<ms>, sigquit=continue, kwait=0, "
-			     "g0keep=0, tlsslot=0, kickdelay=<us>, stall=<us>, pollgap=<us>, turn=<us> "
-			     "or clockset=<s>",
+			     "g0keep=0, tlsslot=0, kickdelay=<us>, stall=<us>, pollgap=<us>, turn=<us>, "
+			     "busydefer=<us>, lendlog=<n> or clockset=<s>",
 			     tok);
 		}
 	}

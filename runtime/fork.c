@@ -111,6 +111,7 @@ void runtime_afterfork_child(void)
 	atomic_store(&sched.mcount, m ? 1 : 0);
 	sched.midle = NULL;
 	sched.nmidle = 0;
+	sched.mfree = NULL; /* retired descriptors are on the parent's allm, not ours */
 	atomic_store(&sched.nmspinning, 0);
 
 	/* Gs: only the forking one */

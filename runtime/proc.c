@@ -560,10 +560,11 @@ static struct p *releasep(struct m *m)
 
 /* ---- Ms ------------------------------------------------------------------ */
 
-static void schedule(struct m *m) __attribute__((noreturn));
+static void schedule(struct m *m);
 void dump_mstart(void) __attribute__((weak)); /* dump.c */
 
-static void stopm(struct m *m);
+static bool stopm(struct m *m);
+static void mexit(struct m *m);
 
 static void *mstart(void *arg)
 {
@@ -594,16 +595,37 @@ static void *mstart(void *arg)
 	if (m->nextp) {
 		acquirep(m, m->nextp);
 		m->nextp = NULL;
-	} else {
-		stopm(m); /* a spare made ahead of need (mspare): idle until given a P */
+		schedule(m);
+	} else if (stopm(m)) { /* a spare made ahead of need (mspare): idle until given a P */
+		schedule(m);
 	}
-	schedule(m);
+	/* the M retired (stopm): it holds nothing, and glibc ends the
+	 * thread as it returns (its TLS, jemalloc's tsd, its stack) */
+	mexit(m);
+	return NULL;
 }
 
 static int64_t mid_gen;
 
-/* Make an M (an OS thread) that starts by running pp.  False if the
- * system refuses another thread: the caller gets pp back. */
+/* Idle Ms retire only once no M has been made for this long (mretire,
+ * below): a workload whose bursts of blocked calls come a few seconds
+ * apart (MariaDB's 512 clients connecting: a burst every ~2 s for ~6 s
+ * on a loaded machine) keeps the Ms it made for them, instead of
+ * retiring them between two bursts and making them again (2.4 thread
+ * starts a second against 1.1 with Ms kept for good, before this). */
+#define MNEW_QUIET_NS 5000000000LL
+/* An M made less than the window after one retired doubles the window,
+ * up to this: a workload whose bursts come further apart than 6 s keeps
+ * its Ms after one such round trip (a retire, then a new M for the next
+ * burst), instead of making a burst's Ms again every time; the window
+ * halves back after a retire that came two windows after the last M
+ * was made. */
+#define MNEW_QUIET_MAX_NS 60000000000LL
+/* nanotime when mnew last made an M, when mretire last retired one, and
+ * the window now (relaxed: hints; a lost update only moves the window
+ * one step late) */
+static _Atomic int64_t lastmnew, lastmretire, mquiet = MNEW_QUIET_NS;
+
 /* Go's checkmcount: n OS threads for Ms (sysmon is one more).  Past
  * WEFT_MAXTHREADS the program has that many threads stuck in calls weft
  * does not see, or makes them in a runaway: say so, dump, stop. */
@@ -643,6 +665,7 @@ static int mthread(struct m *m, bool here)
 	rt_seterrno(e);
 	pthread_attr_destroy(&a);
 	if (r == 0) {
+		atomic_fetch_add_explicit(&sched.nmmade, 1, memory_order_relaxed);
 		/* threads can be had again: start sysmon if it could not be */
 		extern _Atomic int sysmon_pending;
 		if (atomic_load_explicit(&sysmon_pending, memory_order_relaxed) &&
@@ -651,6 +674,69 @@ static int mthread(struct m *m, bool here)
 	}
 	tls_ownleave(self, fs);
 	return r;
+}
+
+/* The descriptor of a new M that starts by running pp (NULL: idle,
+ * stopm), counted in sched.mcount: a retired M's (sched.mfree), else a
+ * new one put on allm.  Descriptors are never freed: other threads read
+ * any M on allm without a lock (g_curm, dumps, sysmon, the shim's
+ * signals), and a retired one reads as an M that runs nothing.  NULL
+ * if out of memory. */
+static struct m *mnew(struct p *pp, bool spinning)
+{
+	lock(&sched.lock);
+	struct m *m = sched.mfree;
+	if (m)
+		sched.mfree = m->schedlink;
+	unlock(&sched.lock);
+	if (m) {
+		/* what mexit left: curg, p, lockedg, nextp, nextg, altstack
+		 * and tlsscratch NULL, tid and fsblock 0, kwait KW_NONE; the
+		 * switch and FS-load counts stay (schedtrace sums every M's);
+		 * the rest is set as its thread starts (mstart) */
+		m->schedlink = NULL;
+		m->afterfn = NULL;
+		m->aftergp = NULL;
+		m->afterarg = NULL;
+		m->g0lo = m->g0hi = NULL;
+		m->g0asan_fake = NULL;
+		m->g0tsan = NULL;
+		/* the old thread may still be on its way out (deadlock.c) */
+		atomic_store_explicit(&m->exittid, 0, memory_order_relaxed);
+		noteclear(&m->park); /* its last wait timed out (mretire) */
+	} else {
+		m = rtalloc(sizeof *m);
+		if (!m)
+			return NULL;
+		struct m *head = atomic_load(&allm);
+		do
+			m->alllink = head;
+		while (!atomic_compare_exchange_weak(&allm, &head, m));
+	}
+	m->id = __atomic_add_fetch(&mid_gen, 1, __ATOMIC_RELAXED);
+	m->nextp = pp;
+	m->nextg = NULL;
+	m->spinning = spinning;
+	checkmcount(atomic_fetch_add(&sched.mcount, 1) + 1);
+	int64_t now = nanotime();
+	int64_t q = atomic_load_explicit(&mquiet, memory_order_relaxed);
+	if (now - atomic_load_explicit(&lastmretire, memory_order_relaxed) < q && q < MNEW_QUIET_MAX_NS)
+		atomic_store_explicit(&mquiet, 2 * q, memory_order_relaxed);
+	atomic_store_explicit(&lastmnew, now, memory_order_relaxed);
+	return m;
+}
+
+/* mthread failed with e for m (from mnew): its descriptor waits for the
+ * next M; no thread ran on it. */
+static void mrefused(struct m *m, int e)
+{
+	m->nextp = NULL;
+	atomic_fetch_sub(&sched.mcount, 1);
+	lock(&sched.lock);
+	m->schedlink = sched.mfree;
+	sched.mfree = m;
+	unlock(&sched.lock);
+	rt_thread_refused(e);
 }
 
 /* Invariant: the runtime never waits for a lock a G may hold while it
@@ -662,26 +748,19 @@ static int mthread(struct m *m, bool here)
  * and the spare such a G made ahead (mspare) run the Gs meanwhile.  Were
  * the maker to wait, sysmon or an M holding a P would wait for a G that
  * may need either to go on. */
+/* Make an M (an OS thread) that starts by running pp, on a retired M's
+ * descriptor if there is one (mnew).  False if the system refuses
+ * another thread: the caller gets pp back. */
 static bool newm(struct p *pp, bool spinning)
 {
 	if (loaderlock_other())
 		return false;
-	struct m *m = rtalloc(sizeof *m);
+	struct m *m = mnew(pp, spinning);
 	if (!m)
 		fatal("out of memory allocating an M");
-	m->id = __atomic_add_fetch(&mid_gen, 1, __ATOMIC_RELAXED);
-	m->nextp = pp;
-	m->spinning = spinning;
-	struct m *head = atomic_load(&allm);
-	do
-		m->alllink = head;
-	while (!atomic_compare_exchange_weak(&allm, &head, m));
-	checkmcount(atomic_fetch_add(&sched.mcount, 1) + 1);
 	int e = mthread(m, false);
 	if (e) {
-		/* m stays on allm (lock-free list) but never runs */
-		atomic_fetch_sub(&sched.mcount, 1);
-		rt_thread_refused(e);
+		mrefused(m, e);
 		return false;
 	}
 	return true;
@@ -694,7 +773,9 @@ static bool newm(struct p *pp, bool spinning)
  * weft does not see) while the new G must run for it to go on, sysmon
  * lends its P to that M: newm cannot make one until the lock is free
  * (natively the new thread exists already).  One spare: a second such
- * need while the lock is held waits for the dlopen to end. */
+ * need while the lock is held waits for the dlopen to end.  (It is an
+ * idle M like any other: it retires only while more than gomaxprocs Ms
+ * are idle, so one made because none was stays.) */
 void mspare(void)
 {
 	lock(&sched.lock);
@@ -702,20 +783,12 @@ void mspare(void)
 	unlock(&sched.lock);
 	if (have)
 		return;
-	struct m *m = rtalloc(sizeof *m);
+	struct m *m = mnew(NULL, false);
 	if (!m)
 		return;
-	m->id = __atomic_add_fetch(&mid_gen, 1, __ATOMIC_RELAXED);
-	struct m *head = atomic_load(&allm);
-	do
-		m->alllink = head;
-	while (!atomic_compare_exchange_weak(&allm, &head, m));
-	checkmcount(atomic_fetch_add(&sched.mcount, 1) + 1);
 	int e = mthread(m, true);
-	if (e) {
-		atomic_fetch_sub(&sched.mcount, 1);
-		rt_thread_refused(e);
-	}
+	if (e)
+		mrefused(m, e);
 }
 
 /* The system refused an OS thread (error e): said once per process. */
@@ -799,7 +872,6 @@ static void startm(struct p *pp, bool spinning)
 	notewakeup(&nm->park);
 }
 
-/* Park this M until someone hands it a P. */
 bool allpidle(void)
 {
 	int32_t n = atomic_load(&nallp);
@@ -809,7 +881,71 @@ bool allpidle(void)
 	return true;
 }
 
-static void stopm(struct m *m)
+/* An idle M (on sched.midle) that has had no P for this long ends its
+ * thread if more than gomaxprocs Ms are idle then, once no M has been
+ * made for MNEW_QUIET_NS (mretire).  Go keeps
+ * idle Ms for good; glibc's and most thread pools end idle workers after
+ * a timeout.  The Ms of spares that sysmon lent around blocking calls
+ * are idle once the calls end, and without this they stayed, one per
+ * call that was ever blocked at the same time (MariaDB at 512 clients:
+ * 17-88 OS threads on 2 Ps). */
+#define MIDLE_RETIRE_NS 1000000000LL
+
+/* An idle M whose wait timed out: 1 if it retired (off sched.midle,
+ * uncounted); 0 if it is to wait with no timeout (kept: gomaxprocs or
+ * fewer Ms idle; or handed a P meanwhile); -1 to ask again in *again ns
+ * (an M was made less than the window, mquiet, ago).
+ *
+ * Invariant (no P for a retiring M): an idle M is handed a P only by the
+ * thread that took it off sched.midle (mget, then nextp and notewakeup:
+ * startm), and it retires only if it takes itself off that list, both
+ * under sched.lock.  So it is either handed a P or retires, never both;
+ * one that times out and finds itself off the list has a P and a
+ * wake-up on their way. */
+static int mretire(struct m *m, int64_t *again)
+{
+	int r = 0;
+	lock(&sched.lock);
+	int64_t now = nanotime();
+	int64_t since = now - atomic_load_explicit(&lastmnew, memory_order_relaxed);
+	int64_t q = atomic_load_explicit(&mquiet, memory_order_relaxed);
+	if (sched.nmidle <= sched.gomaxprocs || m->lockedg) {
+		r = 0; /* kept */
+	} else if (since < q) {
+		*again = q - since;
+		r = -1;
+	} else {
+		for (struct m **l = &sched.midle; *l; l = &(*l)->schedlink) {
+			if (*l == m) {
+				*l = m->schedlink;
+				sched.nmidle--;
+				r = 1;
+				break;
+			}
+		}
+	}
+	if (r > 0) {
+		atomic_store_explicit(&lastmretire, now, memory_order_relaxed);
+		if (since >= 2 * q && q > MNEW_QUIET_NS)
+			atomic_store_explicit(&mquiet, q / 2, memory_order_relaxed);
+		atomic_fetch_sub(&sched.mcount, 1);
+		atomic_fetch_add_explicit(&sched.nmretired, 1, memory_order_relaxed);
+		atomic_store_explicit(&m->exittid, atomic_load(&m->tid), memory_order_relaxed);
+		/* seq_cst, under sched.lock, which a dump's freeze holds from
+		 * before it reads the tids to its thaw: it either stopped this
+		 * thread before (it waited for the lock, held) or sees 0 and
+		 * asks nothing of a thread on its way out */
+		atomic_store(&m->tid, 0);
+	}
+	unlock(&sched.lock);
+	return r;
+}
+
+/* Park this M until someone hands it a P: true, holding it.  False: it
+ * retired (mretire) and holds nothing; its thread is to end (mstart,
+ * mexit).  An M that stays idle after its timeout sleeps with none: an
+ * idle runtime uses no CPU. */
+static bool stopm(struct m *m)
 {
 	lock(&sched.lock);
 	mput(m);
@@ -819,10 +955,56 @@ static void stopm(struct m *m)
 	 * idle M were 29% of a preloaded memcached's arch_prctl) */
 	if (checkdead && allpidle())
 		checkdead();
-	notesleep(&m->park);
+	for (int64_t wait = MIDLE_RETIRE_NS; !notetsleep(&m->park, wait);) {
+		int r = mretire(m, &wait);
+		if (r > 0)
+			return false;
+		if (r == 0) {
+			notesleep(&m->park); /* kept: no timeout */
+			break;
+		}
+	}
 	noteclear(&m->park);
 	acquirep(m, m->nextp);
 	m->nextp = NULL;
+	return true;
+}
+
+/* The end of a retired M's thread (mstart, after stopm said so), on its
+ * scheduler context: it gives back what is its own, then its descriptor
+ * for the next M (mnew).  Its g0 stack, static TLS and jemalloc's tsd
+ * (jemalloc's key destructor: the runtime's allocations use only the Ps'
+ * caches) go with the thread, through glibc, on the thread's own TLS. */
+static void mexit(struct m *m)
+{
+	/* its own TLS loaded and no G's block kept (fsblock 0: a dead G's
+	 * block in the limbo is not held by it, tls.c) */
+	tls_ownfs(m);
+	if (m->tlsscratch) {
+		rtfree(m->tlsscratch);
+		m->tlsscratch = NULL;
+	}
+	stack_sigaltstack_free(m);
+	/* no asynchronous signal on the way out: the thread runs nothing,
+	 * and its tid is 0, so nobody keeps its mask in step (the shim's
+	 * ms_idle); faults still kill */
+	sigset_t all;
+	sigfillset(&all);
+	sigdelset(&all, SIGSEGV);
+	sigdelset(&all, SIGBUS);
+	sigdelset(&all, SIGILL);
+	sigdelset(&all, SIGFPE);
+	sigdelset(&all, SIGABRT);
+	sys_sigprocmask(SIG_BLOCK, &all, NULL);
+	/* from here a signal handler (the dump's SIGURG) finds a plain
+	 * thread, not whichever M the descriptor is next */
+	tls_m = NULL;
+	/* the last use of m: the lock orders what this thread wrote before
+	 * the next M's */
+	lock(&sched.lock);
+	m->schedlink = sched.mfree;
+	sched.mfree = m;
+	unlock(&sched.lock);
 }
 
 /* Hand off a P whose M is going away (blocking call, hog, idle). */
@@ -2441,7 +2623,8 @@ static struct g *netpoll_take(struct g *list)
 	return gp;
 }
 
-/* Block until there is a G to run; returns with m->p held. */
+/* Block until there is a G to run; returns with m->p held, or NULL
+ * (holding no P) when the M retired while idle (stopm). */
 static struct g *findrunnable(struct m *m)
 {
 	struct g *gp;
@@ -2480,7 +2663,8 @@ top:;
 				wakep();
 			if (moved) /* we would have fired them: now P 0's must */
 				wakenetpoller(moved);
-			stopm(m);
+			if (!stopm(m))
+				return NULL;
 			goto top;
 		}
 	}
@@ -2599,11 +2783,13 @@ top:;
 			goto top;
 		}
 	}
-	stopm(m);
+	if (!stopm(m))
+		return NULL; /* retired: schedule returns */
 	goto top;
 }
 
-/* The scheduler context of every M: find a G, run it, repeat. */
+/* The scheduler context of every M: find a G, run it, repeat.  Returns
+ * when the M retired (stopm), to mstart. */
 static void schedule(struct m *m)
 {
 	for (;;) {
@@ -2614,14 +2800,17 @@ static void schedule(struct m *m)
 			gswitch(m, NULL, gp);
 			continue;
 		}
-		if (!m->p)
-			stopm(m);
+		if (!m->p && !stopm(m))
+			return;
 		gp = findrunnable(m);
+		if (!gp)
+			return;
 		if (m->spinning)
 			resetspinning(m);
 		if (gp->lockedm && gp->lockedm != m) {
 			startlockedm(m, gp);
-			stopm(m);
+			if (!stopm(m))
+				return;
 			continue;
 		}
 		gswitch(m, NULL, gp);

@@ -131,6 +131,7 @@ bool stackcanary_ok(const struct stack *s);
 void stackinit(void);
 void stack_overflow(struct g *gp);                /* fatal report */
 void stack_sigaltstack(struct m *m);              /* per-M signal stack */
+void stack_sigaltstack_free(struct m *m);         /* a retiring M's (proc.c mexit) */
 bool stack_scavenge(void);                        /* sysmon: unmap free chunks */
 size_t stacksize(const struct stack *s);
 
@@ -393,6 +394,12 @@ struct m {
 	 * its signal handlers too (the shim's SIGWEFT handler sets the mask
 	 * it returns to from it): relaxed. */
 	_Atomic uint64_t sigk;
+	/* The tid its thread had when the M retired (mretire), while that
+	 * thread may still be on its way out; 0 once the descriptor is
+	 * reused (mnew).  The deadlock check does not count it among the
+	 * plain threads (deadlock.c).  Relaxed: a stale 0 only delays a
+	 * deadlock report to the next check. */
+	_Atomic int exittid;
 };
 
 /* m->kwait.  Invariant: a kick's signal is sent only while the word
@@ -515,6 +522,8 @@ struct p {
 	int64_t sm_statnext;      /* no /proc read of the owner's thread state before this */
 	int64_t sm_statgap;       /* the back-off after a read that did not say S (0: none) */
 	int64_t sm_statlast;      /* when a read last did not say S (0: never) */
+	int64_t sm_cpusbusy;      /* when an unseen call here was first not lent a spare
+	                           * because the CPUs were busy (cpusbusy; 0: not) */
 	/* spares lent for this P beyond the first (PF_LENT): a blocked M's
 	 * Gs whose first spare blocked too; givebackp retires them all */
 	_Atomic int32_t nlent;
@@ -526,7 +535,11 @@ struct sched {
 	struct lock lock;             /* protects idle lists, global runq, gfree */
 	struct m *midle;              /* idle Ms */
 	int32_t nmidle;
-	_Atomic int32_t mcount;       /* Ms created */
+	_Atomic int32_t mcount;       /* Ms whose threads run (made, not retired) */
+	struct m *mfree;              /* retired Ms' descriptors, for the next
+	                               * (proc.c mnew), linked by schedlink */
+	_Atomic int64_t nmmade;       /* OS threads made for Ms (relaxed: a count) */
+	_Atomic int64_t nmretired;    /* of them, ended while idle (relaxed) */
 	_Atomic int32_t nmspinning;   /* Ms looking for work */
 	struct p *pidle;              /* idle Ps */
 	_Atomic int32_t npidle;
@@ -553,6 +566,7 @@ struct sched {
 	_Atomic int32_t nspares;      /* spare Ps in use (not on sparefree) */
 	struct p *sparefree;          /* retired spare Ps (sched.lock) */
 	_Atomic int64_t nsyscallretake; /* sysmon: Ps retaken from blocking calls */
+	_Atomic int64_t nbusylenddefer; /* sysmon: spares for unseen calls put off, CPUs busy */
 	_Atomic int64_t nhogretake;   /* sysmon: Ps retaken from Gs running > 10 ms */
 	_Atomic int64_t npreempt;     /* sysmon: preempt requests */
 	_Atomic int64_t nturn;        /* Gs that gave way at a request boundary (rt_turn) */
@@ -574,8 +588,10 @@ extern struct p *allp[MAXALLP];
 extern _Atomic int32_t nallp;
 extern struct m *_Atomic allm;
 /* The M running gp now, or NULL (any thread; relaxed: the answer may be
- * stale by the time it is used - Ms are never freed, so it is safe to
- * read, and every caller acts harmlessly on an M that moved on). */
+ * stale by the time it is used - Ms are never freed (a retired M's
+ * descriptor stays on allm, running nothing, until a new M reuses it),
+ * so it is safe to read, and every caller acts harmlessly on an M that
+ * moved on). */
 struct m *g_curm(struct g *gp);
 
 /* The M running on this OS thread; NULL for plain threads. Initial-exec
@@ -1060,6 +1076,11 @@ struct weftenv {
 	                        * netpoller when the last poll is older (0: never; proc.c) */
 	int64_t turn_ns;       /* WEFT_DEBUG=turn=<us>: a G at a request boundary that has
 	                        * run this long gives way (0: never; proc.c rt_turn) */
+	int64_t busydefer_ns;  /* WEFT_DEBUG=busydefer=<us>: the longest an unseen call
+	                        * waits for a spare while the CPUs are busy (sysmon.c
+	                        * cpusbusy; 0, the default: it does not wait) */
+	int lendlog;           /* WEFT_DEBUG=lendlog=<n>: sysmon says why, for its first n
+	                        * lends (sysmon.c lendsay) */
 };
 extern HIDDEN struct weftenv weftenv;
 void envinit(void);

@@ -560,6 +560,17 @@ static void onfault(int sig, siginfo_t *si, void *uc)
 		sys_tgkill(getpid(), sys_gettid(), sig);
 }
 
+/* A retiring M's signal stack: off for its thread, then unmapped. */
+void stack_sigaltstack_free(struct m *m)
+{
+	if (!m->altstack)
+		return;
+	stack_t ss = { .ss_sp = NULL, .ss_size = 0, .ss_flags = SS_DISABLE };
+	if (sigaltstack(&ss, NULL) == 0) /* fails only on it: never from mexit */
+		munmap(m->altstack, ALTSTACK);
+	m->altstack = NULL;
+}
+
 /* Give this M a signal stack so that a guard-page hit can be reported
  * (the faulting stack has no room left), and install the handler once. */
 void stack_sigaltstack(struct m *m)

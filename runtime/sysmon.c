@@ -28,6 +28,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -189,6 +190,70 @@ static bool inkernel(struct p *pp, int64_t now, uint32_t tick)
 	int tid2;
 	return gthreadcpu(pp, &tid2) >= 0 && tid2 == tid &&
 	       atomic_load_explicit(&pp->schedtick, memory_order_relaxed) == tick;
+}
+
+/* WEFT_DEBUG=lendlog=<n>: why sysmon lends a spare for pp, for its first
+ * n lends: the kind (a blocking call weft saw, one it did not, a hog),
+ * the P, the M's thread and G, the G's wait reason, and the thread's
+ * /proc syscall line (number, arguments, stack and instruction
+ * pointers; "running" for a hog), to find which calls of a program
+ * keep Ms stuck.  sysmon's thread only: the count needs no atomic. */
+static void lendsay(struct p *pp, bool insys, bool unseen)
+{
+	static int said;
+	if (said >= weftenv.lendlog)
+		return;
+	said++;
+	struct m *m = __atomic_load_n(&pp->m, __ATOMIC_RELAXED);
+	int tid = m ? atomic_load_explicit(&m->tid, memory_order_relaxed) : 0;
+	struct g *gp = m ? atomic_load_explicit(&m->curg, memory_order_acquire) : NULL;
+	char path[64], line[256] = "?";
+	snprintf(path, sizeof path, "/proc/self/task/%d/syscall", tid);
+	long fd = tid > 0 ? sys4(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0) : -1;
+	if (fd >= 0) {
+		long n = sys3(SYS_read, fd, line, sizeof line - 1);
+		(void)sys3(SYS_close, fd, 0, 0);
+		line[n > 0 ? n : 0] = 0;
+		char *nl = strchr(line, '\n');
+		if (nl)
+			*nl = 0;
+	}
+	warn("lend %s: P%d tid %d G%lld (%s): %s\n",
+	     unseen ? "unseen call" : insys ? "blocking call" : "hog", pp->id, tid,
+	     gp ? (long long)gp->id : 0LL,
+	     gp ? waitreasons[atomic_load_explicit(&gp->waitreason, memory_order_relaxed)] : "-",
+	     line);
+}
+
+/* Are the CPUs this process may run on all taken by its Ms that hold a
+ * P, other than stuck's: as many of their threads running or runnable
+ * (R in /proc) as CPUs in its affinity mask?  Then a spare's M would
+ * only queue for a CPU beside them.  It is what a call weft does not see
+ * is most often stuck on when they are: a lock inside the C library
+ * (glibc malloc's arena lock: a raw futex wait) whose holder, one of
+ * those threads, the kernel has not run yet.  A spare lent then runs
+ * more Gs into the same lock: MariaDB's 1,000 clients connecting on
+ * one P, pinned to one CPU, had 284 of 400 lends go to Ms asleep in
+ * futex waits on glibc arena locks, and up to 60 OS threads. */
+static bool cpusbusy(struct p *stuck)
+{
+	cpu_set_t set;
+	int ncpu = 1;
+	if (sys3(SYS_sched_getaffinity, 0, sizeof set, (long)&set) > 0)
+		ncpu = CPU_COUNT(&set);
+	int32_t n = atomic_load_explicit(&nallp, memory_order_acquire);
+	int busy = 0;
+	for (int32_t i = 0; i < n && busy < ncpu; i++) {
+		struct p *pp = allp[i];
+		if (pp == stuck || PSTATUS(atomic_load(&pp->state)) != P_RUNNING)
+			continue;
+		/* relaxed: a stale M only makes one more /proc read */
+		struct m *m = __atomic_load_n(&pp->m, __ATOMIC_RELAXED);
+		int tid = m ? atomic_load_explicit(&m->tid, memory_order_relaxed) : 0;
+		if (tid > 0 && rt_threadstate(tid) == 'R')
+			busy++;
+	}
+	return busy >= ncpu;
 }
 
 /* pp is in a blocking call with Gs waiting behind it: if its M waits in
@@ -394,6 +459,7 @@ static int retake(int64_t now, struct watch *w)
 			pp->sm_cpuwhen = 0;
 			pp->sm_kick = 0;
 			pp->sm_rekick = false;
+			pp->sm_cpusbusy = 0;
 			if (insys && (haswork(pp, now) || atomic_load(&sched.runqsize) != 0)) {
 				w->n++;
 				pp->sm_watched = true;
@@ -474,9 +540,30 @@ static int retake(int64_t now, struct watch *w)
 			wakep(); /* an idle P will steal the waiting Gs */
 			continue;
 		}
+		/* WEFT_DEBUG=busydefer=<us>: a call weft does not see, while
+		 * the CPUs are busy with Ms that hold Ps, gets no spare yet
+		 * (cpusbusy says why); one after that long all the same, so a
+		 * G truly blocked in the kernel still gets one, later,
+		 * whatever runs beside it (no cap: the Gs behind it may be
+		 * what it waits for).  Off by default: MariaDB at 512 clients
+		 * had 8-9 OS threads instead of 44-45 with it (two pairs of
+		 * three), but 0.4-0.6x the throughput (docs/design.md) */
+		int64_t defer = weftenv.busydefer_ns;
+		if (unseen && defer > 0) {
+			if (!pp->sm_cpusbusy && cpusbusy(pp)) {
+				pp->sm_cpusbusy = now;
+				atomic_fetch_add_explicit(&sched.nbusylenddefer, 1, memory_order_relaxed);
+				continue;
+			}
+			if (pp->sm_cpusbusy && now - pp->sm_cpusbusy < defer)
+				continue;
+		}
+		pp->sm_cpusbusy = 0;
 		atomic_fetch_add(insys ? &sched.nsyscallretake : &sched.nhogretake, 1);
 		pp->sm_when = 0;
 		pp->sm_lent = now;
+		if (weftenv.lendlog)
+			lendsay(pp, insys, unseen);
 		lendp(pp, !insys);
 		n++;
 	}
@@ -509,7 +596,7 @@ static void schedtrace(int64_t now, int64_t start)
 	if (n < (int)sizeof buf - 128)
 		n += snprintf(buf + n, sizeof buf - n,
 			      " kernelwaits=%lld kwaitkicks=%lld netpolls=%lld/%lld sysmonwakes=%lld"
-			      " lends=%lld/%lld preempts=%lld turns=%lld",
+			      " lends=%lld/%lld busydefers=%lld preempts=%lld turns=%lld mthreads=%lld/%lld",
 			      (long long)atomic_load(&sched.nsyscallwait),
 			      (long long)atomic_load(&sched.nkwaitkick),
 			      (long long)atomic_load(&sched.nnetpoll),
@@ -517,8 +604,11 @@ static void schedtrace(int64_t now, int64_t start)
 			      (long long)atomic_load(&sched.nsysmonwake),
 			      (long long)atomic_load(&sched.nsyscallretake),
 			      (long long)atomic_load(&sched.nhogretake),
+			      (long long)atomic_load_explicit(&sched.nbusylenddefer, memory_order_relaxed),
 			      (long long)atomic_load(&sched.npreempt),
-			      (long long)atomic_load(&sched.nturn));
+			      (long long)atomic_load(&sched.nturn),
+			      (long long)atomic_load_explicit(&sched.nmmade, memory_order_relaxed),
+			      (long long)atomic_load_explicit(&sched.nmretired, memory_order_relaxed));
 	/* switches G->G, G->scheduler, scheduler->G and FS base loads,
 	 * summed over the Ms */
 	uint64_t sw[3] = { 0 }, fs = 0;
@@ -661,6 +751,8 @@ static void stats_fill(weft_stats_t *st)
 		fast += (int64_t)atomic_load_explicit(&allp[i]->nchanfast, memory_order_relaxed);
 	st->chan_fast_handoffs = fast;
 	st->thread_state_reads = atomic_load(&sched.nstatreads);
+	st->threads_made = atomic_load_explicit(&sched.nmmade, memory_order_relaxed);
+	st->threads_retired = atomic_load_explicit(&sched.nmretired, memory_order_relaxed);
 }
 
 int weft_stats_sized(weft_stats_t *st, size_t size)

@@ -96,6 +96,9 @@ $(TSAN_SUPP): tests/tsan.supp $(JEMALLOC_A)
 		awk '/^[0-9a-f]+ <.*>:$$/ { fn = substr($$2, 2, length($$2) - 3) } \
 		     /R_X86_64_.*pthread_mutex_/ { print "mutex:^" fn "$$" }' | sort -u; } > $@
 $(TEST_BIN): $(TSAN_SUPP)
+# the same options when a suite is run by hand (build/san-thread/tests/...):
+# the stand-in's __tsan_default_options; TSAN_OPTIONS still overrides
+TEST_CFLAGS += -DWEFT_TSAN_SUPP='"$(abspath $(TSAN_SUPP))"'
 TEST_ENV += WEFT_TEST_SKIP=$(WEFT_TSAN_SKIP)
 TEST_ENV += LD_PRELOAD=$(abspath $(SO)) WEFT_TEST_UNSET_PRELOAD=1
 TEST_ENV += TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(abspath $(TSAN_SUPP))$(if $(TSAN_OPTIONS),:$(TSAN_OPTIONS))

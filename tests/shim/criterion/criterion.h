@@ -34,6 +34,22 @@
 
 #include "../../runner.h"
 
+#ifdef WEFT_TSAN_SUPP
+/* A suite run by hand (build/san-thread/tests/test_x --filter ...) gets
+ * the options make test SAN=thread passes (tests/tools.mk), the
+ * suppressions above all: without them every test whose child makes a
+ * second OS thread fails on jemalloc's re-created mutexes in a fork
+ * child, "double lock of a mutex" (tests/tsan.supp says why), which
+ * reads like a bug of whatever the test checks.  TSAN_OPTIONS, read
+ * after these, still overrides them.  (Blocking calls in Gs also want
+ * libweft preloaded, as make test does: tests/tools.mk.) */
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void)
+{
+	return "halt_on_error=1:second_deadlock_stack=1:suppressions=" WEFT_TSAN_SUPP;
+}
+#endif
+
 struct cri_test {
 	const char *suite;
 	const char *name;
