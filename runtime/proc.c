@@ -196,6 +196,11 @@ static inline __attribute__((always_inline)) void runqput_inl(struct p *pp, stru
 		if (!old)
 			return;
 		gp = old;
+		/* a timer's G kicked from runnext (a spawn, a wake): the
+		 * ring's tail is now where later timers' Gs wait behind it
+		 * (runqput_timer's order) */
+		if (unlikely(old == pp->tmrnext))
+			pp->tmrmark = atomic_load_explicit(&pp->runqtail, memory_order_relaxed) + 1;
 	}
 	for (;;) {
 		/* acquire: pairs with stealers' release of head, so we never
@@ -319,7 +324,11 @@ static inline __attribute__((always_inline)) struct g *runqget_inl(struct p *pp,
 								 bool ringfirst)
 {
 	struct g *gp;
-	if (unlikely(ringfirst) && (gp = runqget_ring(pp))) {
+	/* fairness takes the ring's head first, but not past a timer's G in
+	 * runnext: the ring may hold a later timer's (runqput_timer) */
+	if (unlikely(ringfirst) &&
+	    atomic_load_explicit(&pp->runnext, memory_order_relaxed) != pp->tmrnext &&
+	    (gp = runqget_ring(pp))) {
 		if (inherit)
 			*inherit = false;
 		return gp;
@@ -1620,8 +1629,9 @@ void goready_m_slow(struct m *m, struct g *gp)
  * goes to runnext only if no G readied by an earlier timer of this P
  * still waits - neither in runnext (tmrnext) nor in the ring up to the
  * tail it was queued at (tmrmark; the head is past it once every G
- * before it has been taken, by us or a stealer) - else to the tail
- * behind it (test sched::sleep_order_not_early). */
+ * before it has been taken, by us or a stealer; runqput_inl moves the
+ * mark when it kicks tmrnext from runnext to the tail) - else to the
+ * tail behind it (test sched::sleep_order_not_early). */
 static void runqput_timer(struct p *pp, struct g *gp)
 {
 	struct g *rn = atomic_load_explicit(&pp->runnext, memory_order_relaxed);

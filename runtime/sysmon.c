@@ -361,8 +361,9 @@ static int64_t watchgap_learn(int64_t gap, const struct watch *w)
  * (the sleeper runs there at once, the G here goes on), or the M's
  * thread has had HOG_GRACE_NS of CPU time since the request without a
  * switch (C code that never calls in, a G locked to its M, a spare P
- * about to retire; an M descheduled on a loaded machine has had none,
- * and is not passed over).  true: left to the owner for now. */
+ * about to retire), or when its thread sleeps in the kernel; an M
+ * descheduled on a loaded machine has had no CPU time, and is not passed
+ * over.  true: left to the owner for now. */
 static bool timers_toowner(struct p *pp, int64_t now, bool insys, uint32_t tick, int32_t np)
 {
 	if (insys || np > 0)
@@ -392,7 +393,25 @@ static bool timers_toowner(struct p *pp, int64_t now, bool insys, uint32_t tick,
 		pp->sm_preemptcpu = cpu;
 		return true;
 	}
-	return cpu - pp->sm_preemptcpu < HOG_GRACE_NS;
+	if (cpu - pp->sm_preemptcpu >= HOG_GRACE_NS)
+		return false; /* ran, yet no switch: it never calls in */
+	/* no CPU time since the request: a thread the kernel has not run
+	 * (R: the request waits for it) or one asleep in a call weft does
+	 * not see (a raw syscall(), a futex inside libc; S, D), which never
+	 * switches: its sleepers would wait for the call to end (dnh rawsys:
+	 * main's usleep behind 20 readers, for good).  Asked only once the
+	 * request is TIMER_LATE_NS old, and with inkernel's back-off: the
+	 * /proc read is three calls */
+	if (atomic_load_explicit(&pp->flags, memory_order_relaxed) & PF_LENT)
+		return false;
+	if (now - pp->sm_preempt < TIMER_LATE_NS || !statread_due(pp, now))
+		return true;
+	if (rt_threadstate(tid) != 'S') {
+		statread_backoff(pp, now);
+		return true;
+	}
+	pp->sm_statgap = 0;
+	return false;
 }
 
 /* Lend capacity around stuck Ms; returns how many Ps were lent or asked
