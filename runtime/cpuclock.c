@@ -37,7 +37,7 @@ _Atomic bool gcpu_any;
 
 /* The kernel's CPU clock of thread tid (CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED:
  * glibc's make_thread_cpuclock), ns, or -1 (a thread that is gone). */
-static int64_t tidclock(int tid)
+int64_t rt_threadcpu(int tid)
 {
 	clockid_t cid = (clockid_t)((~(unsigned)tid << 3) | 6);
 	struct timespec ts;
@@ -139,7 +139,7 @@ int64_t gcpu_read(struct g *gp)
 		int64_t ns = atomic_load_explicit(&gp->cpuns, memory_order_relaxed);
 		int64_t on = atomic_load_explicit(&gp->cpuon, memory_order_relaxed);
 		int32_t tid = atomic_load_explicit(&gp->cputid, memory_order_relaxed);
-		int64_t now = tid ? tidclock(tid) : 0;
+		int64_t now = tid ? rt_threadcpu(tid) : 0;
 		/* pairs with wbegin's RMW: if the writer's clock read came
 		 * before ours, its odd cpuseq is seen here */
 		atomic_thread_fence(memory_order_seq_cst);

@@ -771,6 +771,8 @@ bool kwait_kickg(struct g *gp);
 /* The state letter of OS thread tid (/proc/self/task/TID/stat: R running
  * or runnable, S or D asleep in the kernel...), or 0 (sysmon.c). */
 char rt_threadstate(int tid);
+/* The CPU time (ns) thread tid has had, or -1 (cpuclock.c). */
+int64_t rt_threadcpu(int tid);
 /* How a kick reaches thread tid: SIGURG; the shim's SIGWEFT.  Both
  * send it with kwait_sigsend, which marks it as a kick. */
 extern void (*rt_kicktid)(int tid);

@@ -80,17 +80,6 @@ char rt_threadstate(int tid)
 	return e && e[1] == ' ' ? e[2] : 0;
 }
 
-/* The CPU time (ns) thread tid has had, or -1. */
-static int64_t threadcpu(int tid)
-{
-	/* the kernel's per-thread CPU clock: CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED */
-	clockid_t cid = (clockid_t)((~(unsigned)tid << 3) | 6);
-	struct timespec ts;
-	if (sys3(SYS_clock_gettime, cid, &ts, 0) != 0)
-		return -1;
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Is pp's M blocked in the kernel, in a call weft does not see (a raw
  * syscall(), glibc's internal read under stdio, a futex)?  Its thread's
  * CPU clock moved by less than an eighth of the wall time over at least
@@ -120,7 +109,7 @@ static int64_t gthreadcpu(struct p *pp, int *tidp)
 	    atomic_load_explicit(&m->lockwait, memory_order_relaxed) ||
 	    __atomic_load_n(&gp->rtdepth, __ATOMIC_RELAXED) > 0)
 		return -1;
-	int64_t cpu = threadcpu(tid);
+	int64_t cpu = rt_threadcpu(tid);
 	if (cpu >= 0)
 		*tidp = tid;
 	return cpu;
@@ -377,7 +366,7 @@ static bool timers_toowner(struct p *pp, int64_t now, bool insys, uint32_t tick,
 	 * itself; either does within far less than the grace of CPU time */
 	struct m *m = __atomic_load_n(&pp->m, __ATOMIC_RELAXED);
 	int tid = m ? atomic_load_explicit(&m->tid, memory_order_relaxed) : 0;
-	int64_t cpu = tid > 0 ? threadcpu(tid) : -1;
+	int64_t cpu = tid > 0 ? rt_threadcpu(tid) : -1;
 	if (cpu < 0)
 		return false;
 	if (pp->sm_preempt == 0) {
