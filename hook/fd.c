@@ -193,9 +193,9 @@ static long connect_backoff(struct io *io, const struct sockaddr *addr, socklen_
 	return r;
 }
 
-/* Non-blocking connect, then wait until writable and read SO_ERROR; a
- * second connect tells a finished connection (EISCONN) from a spurious
- * wakeup (EALREADY).  SO_SNDTIMEO ends it with EINPROGRESS, as in the
+/* Non-blocking connect, then wait until writable and read SO_ERROR;
+ * getpeername tells a finished connection from a spurious wakeup
+ * (ENOTCONN: still in progress).  SO_SNDTIMEO ends it with EINPROGRESS, as in the
  * kernel. */
 static long connect_wait(struct io *io, const struct sockaddr *addr, socklen_t alen)
 {
@@ -215,10 +215,16 @@ static long connect_wait(struct io *io, const struct sockaddr *addr, socklen_t a
 			return w;
 		if (err)
 			return -err;
-		io_snap(io, false);
-		r = connect_nb(fd, addr, alen);
-		if (r == -EISCONN)
-			r = 0;
+		/* connected, or a wakeup ahead of the handshake: a peer
+		 * name tells (one call; a second connect would be four
+		 * with its O_NONBLOCK set and put back) */
+		struct sockaddr_storage peer;
+		socklen_t plen = sizeof peer;
+		io_snap(io, false); /* before the look: a later event is kept */
+		w = sys3(SYS_getpeername, fd, &peer, &plen);
+		if (w != -ENOTCONN)
+			return w < 0 ? w : 0;
+		r = -EALREADY;
 	}
 	return r;
 }

@@ -303,3 +303,20 @@ Test(calls, idle_echo_reads_in_the_kernel, .timeout = 300)
 		      "weft %ld system calls for %ld messages (natively %ld): %s", w, msgs, n,
 		      R.err);
 }
+
+/* A blocking connect on a G (TCP loopback: the kernel says EINPROGRESS,
+ * the G parks until writable) makes one connect, as natively: the
+ * connection's end is read from SO_ERROR and getpeername, not from a
+ * second connect under O_NONBLOCK set and put back (before: two connects
+ * and six fcntl each; 101 connects here) */
+Test(calls, blocking_connect_connects_once, .timeout = 300)
+{
+	if (h_asan())
+		cr_skip_test("ASan build: the launcher's LD_PRELOAD cannot put ASan first");
+	char spec[16];
+	snprintf(spec, sizeof spec, "%d", SYS_connect);
+	long n = counted(&N, false, spec, "closes");
+	long w = counted(&R, true, spec, "closes");
+	cr_expect_geq(n, 100, "natively %ld connects", n);
+	cr_expect_leq(w, n + 5, "weft %ld connects, natively %ld: %s", w, n, R.err);
+}
