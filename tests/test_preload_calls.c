@@ -147,6 +147,17 @@ Test(calls, eventfd_write_is_one_call, .timeout = 300)
 	cr_expect_leq(w[1], 3, "weft %ld pwritev2 tries: %s", w[1], R.err);
 }
 
+/* Every call nr of case cas, natively (*n) and under weft (*w). */
+static void counted_both(long nr, const char *cas, long *n, long *w)
+{
+	if (h_asan())
+		cr_skip_test("ASan build: the launcher's LD_PRELOAD cannot put ASan first");
+	char spec[32];
+	snprintf(spec, sizeof spec, "%ld", nr);
+	*n = counted(&N, false, spec, cas);
+	*w = counted(&R, true, spec, cas);
+}
+
 /* errno left at EPIPE by an older write, while the thread blocks SIGPIPE:
  * the blocking calls after it (a file's pwrite under entersyscall) keep
  * errno and do not each look at the thread's pending signals (hook.c
@@ -154,12 +165,8 @@ Test(calls, eventfd_write_is_one_call, .timeout = 300)
  * per call, 200 here) */
 Test(calls, stale_epipe_costs_no_sigpending, .timeout = 300)
 {
-	if (h_asan())
-		cr_skip_test("ASan build: the launcher's LD_PRELOAD cannot put ASan first");
-	char spec[32];
-	snprintf(spec, sizeof spec, "%d", SYS_rt_sigpending);
-	long n = counted(&N, false, spec, "staleepipe");
-	long w = counted(&R, true, spec, "staleepipe");
+	long n, w;
+	counted_both(SYS_rt_sigpending, "staleepipe", &n, &w);
 	cr_expect_eq(n, 0, "natively %ld", n);
 	cr_expect_leq(w, 20, "weft %ld rt_sigpending for 200 pwrites: %s", w, R.err);
 }
@@ -308,15 +315,11 @@ Test(calls, idle_echo_reads_in_the_kernel, .timeout = 300)
  * the G parks until writable) makes one connect, as natively: the
  * connection's end is read from SO_ERROR and getpeername, not from a
  * second connect under O_NONBLOCK set and put back (before: two connects
- * and six fcntl each; 101 connects here) */
+ * and six fcntl each; 201 connects here) */
 Test(calls, blocking_connect_connects_once, .timeout = 300)
 {
-	if (h_asan())
-		cr_skip_test("ASan build: the launcher's LD_PRELOAD cannot put ASan first");
-	char spec[16];
-	snprintf(spec, sizeof spec, "%d", SYS_connect);
-	long n = counted(&N, false, spec, "closes");
-	long w = counted(&R, true, spec, "closes");
+	long n, w;
+	counted_both(SYS_connect, "closes", &n, &w);
 	cr_expect_geq(n, 100, "natively %ld connects", n);
 	cr_expect_leq(w, n + 5, "weft %ld connects, natively %ld: %s", w, n, R.err);
 }
