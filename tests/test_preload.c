@@ -369,6 +369,12 @@ SIGINTR(storm)
 SIGINTR(cancel)
 /* one thread in sigwait beside 10,000 busy ones */
 SIGINTR(sigwait_busy)
+/* 3,000 rounds of one signal to one thread in sigwait beside 200 busy
+ * ones: the shim's watcher swallowed a signal's event that came while it
+ * told the sigwait Gs to look again, and the waiter slept for good with
+ * the signal pending (hung every run on 2 Ps before; signals::sigwait 1
+ * in 10-30 under load) */
+SIGINTR(sigwait_rounds)
 /* a handler, then SIG_IGN: signals from another process and from this
  * one dropped, the handler put back runs (the signal thread keeps
  * blocking a signal that had a handler; the router drops it: signal.c

@@ -1524,6 +1524,45 @@ static void case_sigwait_busy(void)
 	say("sigwait_busy: the signal thread took every one", got2 == NSIGS);
 }
 
+/* one thread in sigwait, round after round: main sends the next signal
+ * only once the last was taken, while 200 others compute and sleep - a
+ * signal that comes just after the waiter looked must still wake it */
+#define NROUNDS 3000
+static atomic_int got3;
+
+static void *roundwaiter(void *arg)
+{
+	sigset_t *set = arg;
+	for (int i = 0; i < NROUNDS; i++) {
+		int sig = 0;
+		if (sigwait(set, &sig) == 0 && sig == SIGUSR1)
+			got3++;
+	}
+	return NULL;
+}
+
+static void case_sigwait_rounds(void)
+{
+	static sigset_t set;
+	pthread_attr_t a;
+	sigwait_setup(&set, &a);
+	static pthread_t b[200];
+	pthread_t w;
+	for (int i = 0; i < 200; i++)
+		pthread_create(&b[i], &a, busy, NULL);
+	pthread_create(&w, &a, roundwaiter, &set);
+	for (int i = 0; i < NROUNDS; i++) {
+		kill(getpid(), SIGUSR1);
+		while (got3 <= i)
+			usleep(50);
+	}
+	pthread_join(w, NULL);
+	stop = 1;
+	for (int i = 0; i < 200; i++)
+		pthread_join(b[i], NULL);
+	say("sigwait_rounds: every signal taken", got3 == NROUNDS);
+}
+
 /* ---- pthread_cancel: a parked thread unwinds ------------------------------------------------- */
 
 static atomic_int cleaned, started2, slept;
@@ -1774,6 +1813,7 @@ static const struct {
 	{ "storm", case_storm },
 	{ "sigwait", case_sigwait },
 	{ "sigwait_busy", case_sigwait_busy },
+	{ "sigwait_rounds", case_sigwait_rounds },
 	{ "cancel", case_cancel },
 	{ "handler_gone", case_handler_gone },
 	{ "gone_dfl_self", case_gone_dfl_self },
