@@ -141,6 +141,20 @@ static void statread_backoff(struct p *pp, int64_t now)
 	pp->sm_statlast = now;
 }
 
+/* Is pp's M's thread tid asleep in the kernel (S in /proc)?  Asked only
+ * when statread_due, with its back-off after any other answer. */
+static bool threadasleep(struct p *pp, int64_t now, int tid)
+{
+	if (!statread_due(pp, now))
+		return false;
+	if (rt_threadstate(tid) != 'S') {
+		statread_backoff(pp, now);
+		return false;
+	}
+	pp->sm_statgap = 0;
+	return true;
+}
+
 static bool inkernel(struct p *pp, int64_t now, uint32_t tick)
 {
 	int tid;
@@ -164,13 +178,8 @@ static bool inkernel(struct p *pp, int64_t now, uint32_t tick)
 	 * faults pages in or waits for the address-space lock while others
 	 * map stacks is busy, and taking it for blocked lends a spare per
 	 * such wait, which adds to the contention. */
-	if (!statread_due(pp, now))
+	if (!threadasleep(pp, now, tid))
 		return false;
-	if (rt_threadstate(tid) != 'S') {
-		statread_backoff(pp, now);
-		return false;
-	}
-	pp->sm_statgap = 0;
 	/* and still in the same G's own code: reading /proc takes long
 	 * enough for the M to have finished that G and gone to sleep in
 	 * its scheduler (idle on its note, or in the netpoller), and such
@@ -393,14 +402,9 @@ static bool timers_toowner(struct p *pp, int64_t now, bool insys, uint32_t tick,
 	 * /proc read is three calls */
 	if (atomic_load_explicit(&pp->flags, memory_order_relaxed) & PF_LENT)
 		return false;
-	if (now - pp->sm_preempt < TIMER_LATE_NS || !statread_due(pp, now))
+	if (now - pp->sm_preempt < TIMER_LATE_NS)
 		return true;
-	if (rt_threadstate(tid) != 'S') {
-		statread_backoff(pp, now);
-		return true;
-	}
-	pp->sm_statgap = 0;
-	return false;
+	return !threadasleep(pp, now, tid);
 }
 
 /* Lend capacity around stuck Ms; returns how many Ps were lent or asked
