@@ -498,11 +498,17 @@ static int retake(int64_t now, struct watch *w)
 		/* blocked in a call weft does not see: as a blocking call */
 		bool unseen = !insys && inkernel(pp, now, tick);
 		insys = insys || unseen;
-		/* already has a spare working for it; unless it is blocked in
-		 * such a call and its Gs still wait a while later (that spare's
-		 * M blocked in one of them before it could steal the rest) */
+		/* already has a spare working for it; unless it is blocked
+		 * (in a call weft saw or one it did not) and its Gs still wait
+		 * RELEND_NS later: that spare's M blocked in one of them before
+		 * it could steal the rest, and nothing else would run them
+		 * until this call ends.  16 Gs on 1 P each blocked in a call
+		 * the others' progress waits for (pwrite to an O_DSYNC file, a
+		 * FIFO's open) had at most a few in the kernel at once, the
+		 * rest queued on lent Ps (sched::blocked_calls_all_run_at_once;
+		 * natively all 16 wait in the kernel together) */
 		if ((atomic_load_explicit(&pp->flags, memory_order_relaxed) & PF_LENT) &&
-		    (!unseen || now - pp->sm_lent < RELEND_NS || runqempty(pp)))
+		    (!insys || now - pp->sm_lent < RELEND_NS || runqempty(pp)))
 			continue;
 		if (!insys && now - pp->sm_when < HOG_RETAKE_NS)
 			continue;

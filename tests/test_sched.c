@@ -1324,6 +1324,80 @@ Test(sched, short_blocking_calls_slow_sysmon, .timeout = 60)
 	cr_assert_eq(WEXITSTATUS(c.status), 0, "exit %d, stderr: %s", WEXITSTATUS(c.status), c.err);
 }
 
+/* ---- every blocked call gets a thread, however many -------------------------- */
+
+/* 16 Gs on 1 P, each blocked in a call weft sees (weft_blocking_enter
+ * around a raw read of its own pipe), answered only once all 16 are in
+ * their calls - as threads that each wait for the others' progress, or
+ * writers to one O_DSYNC file whose waits the disk batches.  Natively
+ * all 16 wait in the kernel together.  sysmon lent the blocked P one
+ * spare, whose M stole half its queue and blocked in the next call;
+ * the Gs left on the lent P waited for its call to end, for good here:
+ * a lent P's Gs that still wait 1 ms later get another spare
+ * (sysmon.c RELEND_NS), as for calls weft does not see. */
+#define NBLOCKED 16
+static int bc_pipe[NBLOCKED][2];
+static _Atomic int bc_in; /* Gs that reached their call */
+
+static void bc_reader(void *arg)
+{
+	long i = (long)arg;
+	char c;
+	atomic_fetch_add(&bc_in, 1);
+	weft_blocking_enter();
+	long r = syscall(SYS_read, bc_pipe[i][0], &c, 1); /* raw: blocks the M */
+	weft_blocking_exit();
+	if (r != 1)
+		abort();
+	weft_wg_done(&wg_all);
+}
+
+/* A plain thread, not a G: answers once every reader is in its call. */
+static void *bc_answer(void *arg)
+{
+	(void)arg;
+	while (atomic_load(&bc_in) < NBLOCKED) {
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	for (int i = 0; i < NBLOCKED; i++)
+		if (syscall(SYS_write, bc_pipe[i][1], "x", 1) != 1)
+			abort();
+	return NULL;
+}
+
+static int blocked_calls_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	for (int i = 0; i < NBLOCKED; i++)
+		if (syscall(SYS_pipe2, bc_pipe[i], 0)) /* raw: blocking pipes */
+			return 40;
+	weft_wg_add(&wg_all, NBLOCKED);
+	for (long i = 0; i < NBLOCKED; i++)
+		if (weft_go(bc_reader, (void *)i) < 0)
+			return 41;
+	pthread_t t;
+	if (pthread_create(&t, NULL, bc_answer, NULL))
+		return 42;
+	weft_wg_wait(&wg_all);
+	pthread_join(t, NULL);
+	return 0;
+}
+
+static int blocked_calls_child(void)
+{
+	return weft_main(blocked_calls_body, 0, NULL);
+}
+
+Test(sched, blocked_calls_all_run_at_once, .timeout = 60)
+{
+	struct child c;
+	run_child(&c, env_procs1, blocked_calls_child, 30);
+	cr_assert(WIFEXITED(c.status), "status %d (hung: Gs left queued on a lent P?), stderr: %s",
+		  c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "exit %d, stderr: %s", WEXITSTATUS(c.status), c.err);
+}
+
 /* ---- a retired spare P leaves its timers to a live one ------------------------- */
 
 /* Gs that go to sleep on a spare P (lent while P 0's M is blocked in a
