@@ -1,8 +1,9 @@
 /*
  * block.c - calls that cannot be made non-blocking: opening, file I/O
  * at an offset, syncing, stat, and the resolver.  On a G they run under
- * entersyscall (the resolver under entersyscallblock: it hands the P on
- * at once, unless it is asked about numbers only), so other Gs keep
+ * entersyscall (syncing and the resolver under entersyscallblock: it
+ * hands the P on at once, unless the resolver is asked about numbers
+ * only), so other Gs keep
  * running while the OS thread waits; the
  * call itself, its result and its errno are libc's.
  * docs/hooks.md has the measurement behind entersyscall rather than a
@@ -121,8 +122,26 @@ HOOK ssize_t __pread64_chk(int fd, void *buf, size_t n, off64_t off, size_t bufl
 	return pread64(fd, buf, n, off);
 }
 
-BLOCKING_HOOK(int, fsync, (int fd), (fd))
-BLOCKING_HOOK(int, fdatasync, (int fd), (fd))
+/* Syncing waits for the disk (ms here) whenever the file has anything
+ * dirty: known to block long, so the P is handed on at once when Gs
+ * wait (entersyscallblock), not a sysmon round later; a sync with
+ * nothing to write costs a spare's wake-up more.  16 threads in
+ * pwrite + fsync (sysbench fileio): 253-258k events in 4 s, against
+ * 203-220k under entersyscall (docs/benchmarks.md, session 15). */
+#define SYNC_HOOK(name)                                \
+	DEFREAL(name);                                 \
+	HOOK int name(int fd)                          \
+	{                                              \
+		if (!hook_g())                         \
+			return REAL(name)(fd);         \
+		blk_enter_long();                      \
+		int r = REAL(name)(fd);                \
+		blk_exit();                            \
+		return r;                              \
+	}
+
+SYNC_HOOK(fsync)
+SYNC_HOOK(fdatasync)
 
 /* ---- stat ------------------------------------------------------------------ */
 

@@ -2374,6 +2374,26 @@ void entersyscall(void)
 	atomic_store_explicit(&m->p->insyscall, 1, memory_order_release);
 }
 
+/* Gs queued on a P other than pp whose M sits in a call: only stealing
+ * runs them, by a P lent around that call (sysmon) or an idle one. */
+static bool gsbehindcall(struct p *pp)
+{
+	int32_t nps = atomic_load_explicit(&nallp, memory_order_acquire);
+	for (int32_t i = 0; i < nps; i++) {
+		struct p *p2 = allp[i];
+		if (p2 != pp && atomic_load_explicit(&p2->insyscall, memory_order_relaxed) &&
+		    !runqempty(p2))
+			return true;
+	}
+	return false;
+}
+
+/* A call known to block long (fsync, the resolver): lend a spare at
+ * once if any G waits, not a sysmon round (up to its watch gap) later.
+ * Gs queued behind another P's call count too: that P's spare, if it
+ * has one, may be blocked in such a call itself (16 threads in
+ * pwrite + fsync under sysbench fileio: 253-258k events in 4 s with
+ * them, 129-218k without, native 229-338k; docs/benchmarks.md). */
 void entersyscallblock(void)
 {
 	struct m *m = getm();
@@ -2381,8 +2401,8 @@ void entersyscallblock(void)
 		return;
 	entersyscall();
 	struct p *pp = m->p;
-	if (!runqempty(pp) || atomic_load(&sched.runqsize) > 0)
-		lendp(pp, false); /* known to block long: don't wait for sysmon */
+	if (!runqempty(pp) || atomic_load(&sched.runqsize) > 0 || gsbehindcall(pp))
+		lendp(pp, false);
 }
 
 /* May m wait in the kernel holding pp (after saying KW_WAIT)? */
@@ -2418,13 +2438,8 @@ static bool entersyscallwait_ok(struct m *m, struct p *pp, int64_t *until)
 	 * idle one.  Waiting here would leave them there (a G queued
 	 * behind a plain thread's pthread_join, the lent P's G reading in
 	 * the kernel: test_hook_thread plain_thread_blocks_on_g_fd hung) */
-	int32_t nps = atomic_load_explicit(&nallp, memory_order_acquire);
-	for (int32_t i = 0; i < nps; i++) {
-		struct p *p2 = allp[i];
-		if (p2 != pp && atomic_load_explicit(&p2->insyscall, memory_order_relaxed) &&
-		    !runqempty(p2))
-			return false;
-	}
+	if (gsbehindcall(pp))
+		return false;
 	int64_t t0 = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
 	if (t0) {
 		/* a call with no timeout could not be back for it */
