@@ -14,7 +14,7 @@
 #
 # The servers and runtimes (java*, jshell, node-*, perl-threads, postgres,
 # nginx, varnish, unbound, haproxy, varnishtest, rocksdb, mosquitto,
-# ruby-threads) run programs and drivers from scripts/realprogs.d;
+# ruby-threads, knot, erlang, sysbench) run programs and drivers from scripts/realprogs.d;
 # each driver runs its server and its client, so the whole tree is under
 # weft.  Their figures (tps, requests/s) go to the .err file; for a
 # server alone under weft run a driver by hand with RP_SRV="weft run
@@ -76,8 +76,11 @@ cmd[rocksdb]=''"$rd"'/rocksdb.sh'
 cmd[mosquitto]=''"$rd"'/mosquitto.sh'
 cmd[ruby-threads]='ruby '"$rd"'/threads.rb'
 cmd[sigpipe]='bash '"$rd"'/sigpipe.sh'
+cmd[knot]=''"$rd"'/knot.sh'
+cmd[sysbench]=''"$rd"'/sysbench.sh'
+cmd[erlang]='command -v erlc >/dev/null || { echo "erlang not installed"; exit 0; }; cp '"$rd"'/Ring.erl . && erlc Ring.erl && erl +S 8:8 +SDio 16 +A 8 -noshell -s Ring main'
 
-cases=${*:-xz zstd pigz pbzip2 sort git make gcc-lto ld-gold python java java-echo java-blocking jshell node-pool node-http perl-threads postgres nginx varnish unbound haproxy varnishtest rocksdb mosquitto ruby-threads sigpipe}
+cases=${*:-xz zstd pigz pbzip2 sort git make gcc-lto ld-gold python java java-echo java-blocking jshell node-pool node-http perl-threads postgres nginx varnish unbound haproxy varnishtest rocksdb mosquitto ruby-threads sigpipe knot erlang sysbench}
 # the data only for the cases that read it
 for c in $cases; do
 	case $c in xz | zstd | pigz | pbzip2 | sort | git | make | ld-gold) data; break ;; esac
