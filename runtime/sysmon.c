@@ -506,7 +506,14 @@ static int retake(int64_t now, struct watch *w)
 		 * the others' progress waits for (pwrite to an O_DSYNC file, a
 		 * FIFO's open) had at most a few in the kernel at once, the
 		 * rest queued on lent Ps (sched::blocked_calls_all_run_at_once;
-		 * natively all 16 wait in the kernel together) */
+		 * natively all 16 wait in the kernel together).  Also when the
+		 * spare is busy rather than blocked: it runs the Gs it stole
+		 * and steals no more, and the rest waited for the call to end,
+		 * for good if the call waits for one of them
+		 * (sched::gs_behind_a_busy_spare_run).  Each spare steals half
+		 * of what is left, so a queue of n takes about log2(n) of them;
+		 * more Ms then run G code than gomaxprocs until the call ends
+		 * and its spares retire, as those threads would run natively */
 		if ((atomic_load_explicit(&pp->flags, memory_order_relaxed) & PF_LENT) &&
 		    (!insys || now - pp->sm_lent < RELEND_NS || runqempty(pp)))
 			continue;

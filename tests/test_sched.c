@@ -1398,6 +1398,90 @@ Test(sched, blocked_calls_all_run_at_once, .timeout = 60)
 	cr_assert_eq(WEXITSTATUS(c.status), 0, "exit %d, stderr: %s", WEXITSTATUS(c.status), c.err);
 }
 
+/* The same with a busy spare: on 1 P a G blocks in a call (a raw read
+ * of a pipe) that only the last G queued behind it answers; the spare
+ * lent around the call steals the first half of the queue, Gs that
+ * compute and yield and never run out of work, so it never steals
+ * again.  The answering G stayed on the blocked P for good; natively
+ * every thread gets a CPU in turn.  Now the Gs left there get another
+ * spare 1 ms later, and another, until the answer is taken. */
+#define BUSY_SPINNERS 63
+static int bs_pipe[2];
+static _Atomic int bs_stop;
+
+static void bs_blocker(void *arg)
+{
+	(void)arg;
+	char c;
+	weft_blocking_enter();
+	long r = syscall(SYS_read, bs_pipe[0], &c, 1); /* raw: blocks P 0's M */
+	weft_blocking_exit();
+	if (r != 1)
+		abort();
+	atomic_store(&bs_stop, 1);
+	weft_wg_done(&wg_all);
+}
+
+static void bs_spinner(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&bs_stop)) {
+		int64_t until = thread_cpu_ns() + 50000;
+		while (thread_cpu_ns() < until && !atomic_load(&bs_stop))
+			;
+		weft_yield();
+	}
+	weft_wg_done(&wg_all);
+}
+
+static void bs_answer(void *arg)
+{
+	(void)arg;
+	if (syscall(SYS_write, bs_pipe[1], "x", 1) != 1)
+		abort();
+	weft_wg_done(&wg_all);
+}
+
+static void bs_nothing(void *arg)
+{
+	(void)arg;
+	weft_wg_done(&wg_all);
+}
+
+static int busy_spare_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	if (syscall(SYS_pipe2, bs_pipe, 0)) /* raw: a blocking pipe */
+		return 50;
+	/* the ring, in order: the blocker, the spinners, the answer; a new
+	 * G goes to runnext and kicks the one there to the ring's tail, so
+	 * a last G that does nothing puts the answer there */
+	weft_wg_add(&wg_all, BUSY_SPINNERS + 3);
+	if (weft_go(bs_blocker, NULL) < 0)
+		return 51;
+	for (int i = 0; i < BUSY_SPINNERS; i++)
+		if (weft_go(bs_spinner, NULL) < 0)
+			return 52;
+	if (weft_go(bs_answer, NULL) < 0 || weft_go(bs_nothing, NULL) < 0)
+		return 53;
+	weft_wg_wait(&wg_all);
+	return 0;
+}
+
+static int busy_spare_child(void)
+{
+	return weft_main(busy_spare_body, 0, NULL);
+}
+
+Test(sched, gs_behind_a_busy_spare_run, .timeout = 60)
+{
+	struct child c;
+	run_child(&c, env_procs1, busy_spare_child, 30);
+	cr_assert(WIFEXITED(c.status), "status %d (hung: the answer left queued on the lent P?), stderr: %s",
+		  c.status, c.err);
+	cr_assert_eq(WEXITSTATUS(c.status), 0, "exit %d, stderr: %s", WEXITSTATUS(c.status), c.err);
+}
+
 /* ---- a retired spare P leaves its timers to a live one ------------------------- */
 
 /* Gs that go to sleep on a spare P (lent while P 0's M is blocked in a
