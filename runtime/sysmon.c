@@ -141,18 +141,29 @@ static void statread_backoff(struct p *pp, int64_t now)
 	pp->sm_statlast = now;
 }
 
-/* Is pp's M's thread tid asleep in the kernel (S in /proc)?  Asked only
- * when statread_due, with its back-off after any other answer. */
-static bool threadasleep(struct p *pp, int64_t now, int tid)
+/* Is pp's M's thread tid asleep in the kernel (S in /proc; or D, if
+ * disk)?  Asked only when statread_due, with its back-off after any
+ * other answer. */
+static bool threadasleep(struct p *pp, int64_t now, int tid, bool disk)
 {
 	if (!statread_due(pp, now))
 		return false;
-	if (rt_threadstate(tid) != 'S') {
+	char st = rt_threadstate(tid);
+	if (st != 'S' && !(disk && st == 'D')) {
 		statread_backoff(pp, now);
 		return false;
 	}
 	pp->sm_statgap = 0;
 	return true;
+}
+
+/* pp's M, in a call weft saw: its thread asleep in the kernel? */
+static bool masleep(struct p *pp, int64_t now)
+{
+	/* relaxed: its owner writes it; Ms are never freed */
+	struct m *m = __atomic_load_n(&pp->m, __ATOMIC_RELAXED);
+	int tid = m ? atomic_load_explicit(&m->tid, memory_order_relaxed) : 0;
+	return tid > 0 && threadasleep(pp, now, tid, true);
 }
 
 static bool inkernel(struct p *pp, int64_t now, uint32_t tick)
@@ -178,7 +189,7 @@ static bool inkernel(struct p *pp, int64_t now, uint32_t tick)
 	 * faults pages in or waits for the address-space lock while others
 	 * map stacks is busy, and taking it for blocked lends a spare per
 	 * such wait, which adds to the contention. */
-	if (!threadasleep(pp, now, tid))
+	if (!threadasleep(pp, now, tid, false))
 		return false;
 	/* and still in the same G's own code: reading /proc takes long
 	 * enough for the M to have finished that G and gone to sleep in
@@ -404,7 +415,7 @@ static bool timers_toowner(struct p *pp, int64_t now, bool insys, uint32_t tick,
 		return false;
 	if (now - pp->sm_preempt < TIMER_LATE_NS)
 		return true;
-	return !threadasleep(pp, now, tid);
+	return !threadasleep(pp, now, tid, false);
 }
 
 /* Lend capacity around stuck Ms; returns how many Ps were lent or asked
@@ -513,9 +524,15 @@ static int retake(int64_t now, struct watch *w)
 		 * (sched::gs_behind_a_busy_spare_run).  Each spare steals half
 		 * of what is left, so a queue of n takes about log2(n) of them;
 		 * more Ms then run G code than gomaxprocs until the call ends
-		 * and its spares retire, as those threads would run natively */
+		 * and its spares retire, as those threads would run natively.
+		 * Only while the call's thread sleeps in the kernel (S, or D: a
+		 * disk wait), as inkernel asks of a call weft did not see: one
+		 * the kernel preempted in a short call (R, a loaded machine) is
+		 * not blocked, and spares for it only add threads that compete
+		 * for the CPUs (serve::dontwait_calls_take_yield counts them) */
 		if ((atomic_load_explicit(&pp->flags, memory_order_relaxed) & PF_LENT) &&
-		    (!insys || now - pp->sm_lent < RELEND_NS || runqempty(pp)))
+		    (!insys || now - pp->sm_lent < RELEND_NS || runqempty(pp) ||
+		     (!unseen && !masleep(pp, now))))
 			continue;
 		if (!insys && now - pp->sm_when < HOG_RETAKE_NS)
 			continue;
