@@ -128,18 +128,31 @@ static void *junk(void *arg)
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
-	/* a port nobody listens on: bind one, note it, close it */
-	int s = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	socklen_t len = sizeof sa;
-	if (bind(s, (struct sockaddr *)&sa, sizeof sa) != 0 ||
-	    getsockname(s, (struct sockaddr *)&sa, &len) != 0) {
-		perror("bind");
+	/* a port nobody listens on: one below the kernel's ephemeral range
+	 * that binds now, closed again.  Not one the kernel picks (bind to
+	 * port 0): the next bind(0) or connect of any process may get it -
+	 * a fuzzer beside the suite listened on it and closed with this
+	 * test's connection queued, and connect said ECONNRESET twice
+	 * (fresh-check, session 15) */
+	int lo = 32768, hi = 60999;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+	if (f) {
+		if (fscanf(f, "%d %d", &lo, &hi) != 2)
+			lo = 32768;
+		fclose(f);
+	}
+	for (int port = lo - 1; port > 1024 && !closed_port; port--) {
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (bind(s, (struct sockaddr *)&sa, sizeof sa) == 0)
+			closed_port = port;
+		close(s);
+	}
+	if (!closed_port) {
+		fprintf(stderr, "no free port below %d\n", lo);
 		return 2;
 	}
-	closed_port = ntohs(sa.sin_port);
-	close(s);
 
 	pthread_t w[THREADS], j[4];
 	for (int i = 0; i < 4; i++)
