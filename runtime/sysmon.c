@@ -265,6 +265,14 @@ static bool cpusbusy(struct p *stuck)
 	return busy >= ncpu;
 }
 
+/* pp's M waits in the kernel and was asked to end the wait (KW_SENT). */
+static bool kwaitsent(struct p *pp)
+{
+	/* relaxed: its owner writes it (a stale M is not in this P's wait) */
+	struct m *m = __atomic_load_n(&pp->m, __ATOMIC_RELAXED);
+	return m && atomic_load(&m->kwait) == KW_SENT;
+}
+
 /* pp is in a blocking call with Gs waiting behind it: if its M waits in
  * the kernel (kwait.c), ask it to end; true while that is the answer
  * (asked, or asked less than 1 ms ago), false for a spare. */
@@ -317,7 +325,10 @@ static bool allpquiet(void)
 		if (PSTATUS(atomic_load(&pp->state)) == P_IDLE)
 			continue;
 		struct m *m = __atomic_load_n(&pp->m, __ATOMIC_RELAXED);
-		if (!m || atomic_load(&m->kwait) == KW_NONE || !runqempty(pp) ||
+		int32_t kw = m ? atomic_load(&m->kwait) : KW_NONE;
+		/* KW_SENT: asked to end and not yet out, perhaps to be
+		 * kicked again (retake): not quiet */
+		if (kw == KW_NONE || kw == KW_SENT || !runqempty(pp) ||
 		    atomic_load_explicit(&pp->timer0when, memory_order_relaxed) != 0)
 			return false;
 	}
@@ -489,8 +500,16 @@ static int retake(int64_t now, struct watch *w)
 			}
 			continue;
 		}
-		if (!haswork(pp, now) && atomic_load(&sched.runqsize) == 0)
-			continue; /* nobody waits behind it */
+		if (!haswork(pp, now) && atomic_load(&sched.runqsize) == 0) {
+			/* nobody waits behind it; but a kernel wait someone
+			 * else asked to end (a close of its file: pollfd.c
+			 * kickkw) and still asleep 1 ms later is kicked again,
+			 * once (kwaitstuck: under TSan the first kick's handler
+			 * may run only after the call began) */
+			if (insys && kwaitsent(pp))
+				(void)kwaitstuck(pp, now);
+			continue;
+		}
 		if (now - pp->sm_when < SYSCALL_RETAKE_NS) {
 			w->n += insys;
 			pp->sm_watched = insys;
