@@ -122,26 +122,27 @@ HOOK ssize_t __pread64_chk(int fd, void *buf, size_t n, off64_t off, size_t bufl
 	return pread64(fd, buf, n, off);
 }
 
-/* Syncing waits for the disk (ms here) whenever the file has anything
- * dirty: known to block long, so the P is handed on at once when Gs
- * wait (entersyscallblock), not a sysmon round later; a sync with
- * nothing to write costs a spare's wake-up more.  16 threads in
- * pwrite + fsync (sysbench fileio): 253-258k events in 4 s, against
- * 203-220k under entersyscall (docs/benchmarks.md, session 15). */
-#define SYNC_HOOK(name)                                \
-	DEFREAL(name);                                 \
-	HOOK int name(int fd)                          \
-	{                                              \
-		if (!hook_g())                         \
-			return REAL(name)(fd);         \
-		blk_enter_long();                      \
-		int r = REAL(name)(fd);                \
-		blk_exit();                            \
-		return r;                              \
+/* A hook for a call known to block long: on a G it hands the P on at
+ * once when Gs wait (entersyscallblock), not a sysmon round later. */
+#define LONG_HOOK(ret, name, params, args)                     \
+	DEFREAL(name);                                         \
+	HOOK ret name params                                   \
+	{                                                      \
+		if (!hook_g())                                 \
+			return REAL(name) args;                \
+		blk_enter_long();                              \
+		ret r = REAL(name) args;                       \
+		blk_exit();                                    \
+		return r;                                      \
 	}
 
-SYNC_HOOK(fsync)
-SYNC_HOOK(fdatasync)
+/* Syncing waits for the disk (ms here) whenever the file has anything
+ * dirty: known to block long; a sync with nothing to write costs a
+ * spare's wake-up more.  16 threads in pwrite + fsync (sysbench
+ * fileio): 253-258k events in 4 s, against 203-220k under entersyscall
+ * (docs/benchmarks.md, session 15). */
+LONG_HOOK(int, fsync, (int fd), (fd))
+LONG_HOOK(int, fdatasync, (int fd), (fd))
 
 /* ---- stat ------------------------------------------------------------------ */
 
@@ -160,18 +161,6 @@ BLOCKING_HOOK(int, statx,
 	      (dirfd, path, flags, mask, st))
 
 /* ---- the resolver: known to block long, hand the P on at once ------------- */
-
-#define RESOLVER_HOOK(ret, name, params, args)                 \
-	DEFREAL(name);                                         \
-	HOOK ret name params                                   \
-	{                                                      \
-		if (!hook_g())                                 \
-			return REAL(name) args;                \
-		blk_enter_long();                              \
-		ret r = REAL(name) args;                       \
-		blk_exit();                                    \
-		return r;                                      \
-	}
 
 /* Calls that name numeric addresses and ports only: glibc answers them
  * without a lookup or a file (a number is parsed or printed; at most a
@@ -234,16 +223,16 @@ HOOK int getnameinfo(const struct sockaddr *sa, socklen_t salen, char *host, soc
 	blk_exit();
 	return r;
 }
-RESOLVER_HOOK(struct hostent *, gethostbyname, (const char *name), (name))
-RESOLVER_HOOK(int, gethostbyname_r,
+LONG_HOOK(struct hostent *, gethostbyname, (const char *name), (name))
+LONG_HOOK(int, gethostbyname_r,
 	      (const char *name, struct hostent *ret, char *buf, size_t buflen,
 	       struct hostent **result, int *h_errnop),
 	      (name, ret, buf, buflen, result, h_errnop))
-RESOLVER_HOOK(int, gethostbyname2_r,
+LONG_HOOK(int, gethostbyname2_r,
 	      (const char *name, int af, struct hostent *ret, char *buf, size_t buflen,
 	       struct hostent **result, int *h_errnop),
 	      (name, af, ret, buf, buflen, result, h_errnop))
-RESOLVER_HOOK(int, gethostbyaddr_r,
+LONG_HOOK(int, gethostbyaddr_r,
 	      (const void *addr, socklen_t len, int type, struct hostent *ret, char *buf,
 	       size_t buflen, struct hostent **result, int *h_errnop),
 	      (addr, len, type, ret, buf, buflen, result, h_errnop))
