@@ -1477,13 +1477,20 @@ static void case_sigwait(void)
 #define NSIGS 100
 static atomic_int got2;
 
+/* A thread that takes n SIGUSR1s in sigwait, counting them in *got. */
+struct sigwaitjob {
+	sigset_t *set;
+	int n;
+	atomic_int *got;
+};
+
 static void *sigwaiter(void *arg)
 {
-	sigset_t *set = arg;
-	for (int i = 0; i < NSIGS; i++) {
+	struct sigwaitjob *j = arg;
+	for (int i = 0; i < j->n; i++) {
 		int sig = 0;
-		if (sigwait(set, &sig) == 0 && sig == SIGUSR1)
-			got2++;
+		if (sigwait(j->set, &sig) == 0 && sig == SIGUSR1)
+			(*j->got)++;
 	}
 	return NULL;
 }
@@ -1507,7 +1514,8 @@ static void case_sigwait_busy(void)
 	sigwait_setup(&set, &a);
 	static pthread_t b[NBUSY2];
 	pthread_t w;
-	pthread_create(&w, &a, sigwaiter, &set);
+	static struct sigwaitjob j = { &set, NSIGS, &got2 };
+	pthread_create(&w, &a, sigwaiter, &j);
 	int made = 0;
 	for (int i = 0; i < NBUSY2; i++)
 		made += pthread_create(&b[i], &a, busy2, NULL) == 0;
@@ -1530,17 +1538,6 @@ static void case_sigwait_busy(void)
 #define NROUNDS 3000
 static atomic_int got3;
 
-static void *roundwaiter(void *arg)
-{
-	sigset_t *set = arg;
-	for (int i = 0; i < NROUNDS; i++) {
-		int sig = 0;
-		if (sigwait(set, &sig) == 0 && sig == SIGUSR1)
-			got3++;
-	}
-	return NULL;
-}
-
 static void case_sigwait_rounds(void)
 {
 	static sigset_t set;
@@ -1550,7 +1547,8 @@ static void case_sigwait_rounds(void)
 	pthread_t w;
 	for (int i = 0; i < 200; i++)
 		pthread_create(&b[i], &a, busy, NULL);
-	pthread_create(&w, &a, roundwaiter, &set);
+	static struct sigwaitjob j = { &set, NROUNDS, &got3 };
+	pthread_create(&w, &a, sigwaiter, &j);
 	for (int i = 0; i < NROUNDS; i++) {
 		kill(getpid(), SIGUSR1);
 		while (got3 <= i)
