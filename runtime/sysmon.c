@@ -273,9 +273,11 @@ static bool kwaitsent(struct p *pp)
 	return m && atomic_load(&m->kwait) == KW_SENT;
 }
 
-/* pp is in a blocking call with Gs waiting behind it: if its M waits in
- * the kernel (kwait.c), ask it to end; true while that is the answer
- * (asked, or asked less than 1 ms ago), false for a spare. */
+/* pp is in a blocking call with Gs waiting behind it (or, from retake,
+ * none but a kernel wait someone else asked to end: kwaitsent): if its
+ * M waits in the kernel (kwait.c), ask it to end, and once more if it
+ * still sleeps 1 ms later; true while that is the answer (asked, or
+ * asked less than 1 ms ago), false for a spare. */
 static bool kwaitstuck(struct p *pp, int64_t now)
 {
 	/* relaxed: its owner writes it (a stale M is not in this P's wait) */
