@@ -177,6 +177,9 @@ static void m_mask(sigset_t *m)
  * sigk_switch with no program G), which only adds bits too, so the mask
  * it sets after we return still holds what m->sigk says.  One running a
  * program G has that G's already (every G blocks those). */
+static _Atomic uint32_t idleack; /* bumped by an M that took rt_sigkidle (futex word) */
+static _Atomic int idlewait;      /* Gs waiting on it in ms_idle */
+
 static void m_idle(void)
 {
 	struct m *mp = getm();
@@ -187,8 +190,14 @@ static void m_idle(void)
 		return;
 	uint64_t have = atomic_load_explicit(&mp->sigk, memory_order_relaxed);
 	uint64_t add = atomic_load_explicit(&rt_sigkidle, memory_order_relaxed) & ~have;
-	if (add)
-		atomic_store_explicit(&mp->sigk, have | add, memory_order_relaxed);
+	if (!add)
+		return;
+	atomic_store_explicit(&mp->sigk, have | add, memory_order_relaxed);
+	/* told (ms_idle): this handler runs with kbits() blocked (install),
+	 * and returns with them blocked, so the waiter may go on now */
+	atomic_fetch_add(&idleack, 1);
+	if (atomic_load(&idlewait))
+		(void)sys4(SYS_futex, &idleack, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL);
 }
 
 /* What the signal thread runs with: P and S (handlers run on Gs, if the
@@ -250,7 +259,11 @@ static void install(void)
 	memset(&sa, 0, sizeof sa);
 	sa.sa_sigaction = on_weft;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
-	sigemptyset(&sa.sa_mask);
+	/* kbits() blocked while it runs: an idle M that lets SIGPIPE through
+	 * is told to block it (m_idle), and must not take a process-directed
+	 * one between the handler's start and its return (ms_idle's waiter
+	 * goes on once m_idle has run) */
+	frombits(kbits(), &sa.sa_mask);
 	sigaction(SIGWEFT, &sa, NULL);
 }
 
@@ -1056,12 +1069,12 @@ static uint64_t h_set_locked(int s, bool on)
 }
 
 
-static void ms_idle(void);
+static void ms_idle(bool wait);
 
 /* After a change to generation g: the signalfds and the signal thread
  * (waited for on a G: as the kernel does, a signal unblocked now is acted
- * on before we return).  Not the Ms: kbits() follow the G they run, but
- * an M that runs none is told of P's (ms_idle, not waited for).
+ * on before we return).  The Ms' kbits() follow the G they run, but
+ * an M that runs none is told of P's (ms_idle, waited for on a G too).
  * pch: P changed (else S alone: the watcher's signalfd, on P, stays). */
 static void masks_apply(uint64_t g, bool pch)
 {
@@ -1074,7 +1087,7 @@ static void masks_apply(uint64_t g, bool pch)
 	}
 	uint64_t p = atomic_load(&pbits);
 	if (pch)
-		ms_idle();
+		ms_idle(on_g());
 	if (pch)
 		sfd_update();
 	rfd_update();
@@ -1111,15 +1124,46 @@ static void masks_apply(uint64_t g, bool pch)
  * rt_sigkidle (seq_cst): an M that read the older rt_sigkidle at its
  * switch to the scheduler has the older sigk, so is told; one that read
  * the newer has the bit. */
-static void ms_idle(void)
+static void ms_idle(bool wait)
 {
-	uint64_t idle = atomic_load(&rt_sigkidle);
-	if (!idle)
-		return;
-	for (struct m *mp = atomic_load(&allm); mp; mp = mp->alllink) {
-		int tid = atomic_load(&mp->tid);
-		if (tid && (idle & ~atomic_load_explicit(&mp->sigk, memory_order_relaxed)))
-			tell(tid);
+	/* Waited for on a G (masks_apply), as the signal thread is: the
+	 * change comes from a thread that let SIGPIPE through and ended
+	 * (sig_gend, before its joiner wakes) or blocked it, and a kill the
+	 * program sends next must find it pending, not an M that still lets
+	 * it through and dies of it (sigintr idle_block: 3 in 100 runs).  An
+	 * M acknowledges in its handler (m_idle: idleack); one that does not
+	 * within IDLE_RETELL_NS is told again (it may have been on its way
+	 * to a switch that reads rt_sigkidle itself), and after IDLE_ROUNDS
+	 * tellings (a thread stopped under a debugger) we go on. */
+	enum { IDLE_RETELL_NS = 1000000, IDLE_ROUNDS = 1000 };
+	for (int round = 0;; round++) {
+		uint64_t idle = atomic_load(&rt_sigkidle);
+		if (!idle)
+			return;
+		uint32_t seen = atomic_load(&idleack);
+		bool lacking = false;
+		/* our own M, if we are a program G: it follows our mask
+		 * (setp, sig_gstart: sigk_self after this), as every G
+		 * blocks P; its handler would not take rt_sigkidle (m_idle).
+		 * If we move meanwhile, it switches, and so takes it. */
+		struct g *self = getg();
+		struct m *own = self && self->sigon ? getm() : NULL;
+		for (struct m *mp = atomic_load(&allm); mp; mp = mp->alllink) {
+			int tid = atomic_load(&mp->tid);
+			if (tid && mp != own &&
+			    (idle & ~atomic_load_explicit(&mp->sigk, memory_order_relaxed))) {
+				tell(tid);
+				lacking = true;
+			}
+		}
+		if (!lacking || !wait || round == IDLE_ROUNDS)
+			return;
+		struct timespec ts = { 0, IDLE_RETELL_NS };
+		atomic_fetch_add(&idlewait, 1);
+		/* seq_cst both: m_idle bumps idleack, then reads idlewait; we
+		 * count ourselves in, then read idleack (in the futex) */
+		(void)sys4(SYS_futex, &idleack, FUTEX_WAIT_PRIVATE, seen, &ts);
+		atomic_fetch_sub(&idlewait, 1);
 	}
 }
 

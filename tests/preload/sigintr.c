@@ -1030,6 +1030,7 @@ static void case_handler_mask(void)
 
 static int ib_pipe[2];
 static void from_outside(int s, int n);
+#define IB_ROUNDS 8 /* idle_block's rounds */
 
 /* SIGPIPE to this process 20 times: 10 from another process, 10 by kill. */
 static void ib_kills(void)
@@ -1070,7 +1071,8 @@ static void *ib_parked(void *arg)
 }
 
 /* main blocks SIGPIPE; four threads park with it blocked, while four
- * others let it through, run a while and end.  Then every thread blocks
+ * others let it through, run a while and end (IB_ROUNDS times, each
+ * followed by the kills).  Then every thread blocks
  * it: 20 SIGPIPEs to the process (from another process and by kill())
  * stay pending for it (under
  * weft an OS thread left idle by a thread that let it through, before
@@ -1089,18 +1091,26 @@ static void case_idle_block(void)
 	pthread_t pk[4], op[4];
 	for (int i = 0; i < 4; i++)
 		pthread_create(&pk[i], NULL, ib_parked, NULL);
-	for (int i = 0; i < 4; i++)
-		pthread_create(&op[i], NULL, ib_opener, NULL);
-	for (int i = 0; i < 4; i++)
-		pthread_join(op[i], NULL);
-	ib_kills();
-	sigpending(&pend);
+	/* rounds: each a race of the kills with the openers' ends (under
+	 * weft, with their OS threads' masks) */
+	int pending = 0, taken = 0, once = 0;
+	for (int r = 0; r < IB_ROUNDS; r++) {
+		for (int i = 0; i < 4; i++)
+			pthread_create(&op[i], NULL, ib_opener, NULL);
+		for (int i = 0; i < 4; i++)
+			pthread_join(op[i], NULL);
+		ib_kills();
+		sigpending(&pend);
+		pending += sigismember(&pend, SIGPIPE);
+		struct timespec zero = { 0, 0 };
+		taken += sigtimedwait(&ps, NULL, &zero) == SIGPIPE;
+		sigpending(&pend);
+		once += !sigismember(&pend, SIGPIPE);
+	}
 	say("idle_block: 20 kills of SIGPIPE every thread blocks: alive, pending",
-	    sigismember(&pend, SIGPIPE));
-	struct timespec zero = { 0, 0 };
-	say("idle_block: sigtimedwait takes it", sigtimedwait(&ps, NULL, &zero) == SIGPIPE);
-	sigpending(&pend);
-	say("idle_block: once", !sigismember(&pend, SIGPIPE));
+	    pending == IB_ROUNDS);
+	say("idle_block: sigtimedwait takes it", taken == IB_ROUNDS);
+	say("idle_block: once", once == IB_ROUNDS);
 	long bad = write(ib_pipe[1], "xxxx", 4) != 4;
 	for (int i = 0; i < 4; i++) {
 		void *r;
