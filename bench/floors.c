@@ -20,6 +20,12 @@
  *                     page each, as a parked G touches them): one guest
  *                     page-table page per 8 of them, where touch_us has
  *                     one per 512.  What a parked G cannot cost less than.
+ *   fsload_ns         loading the FS base (a G's own TLS, on a switch to
+ *                     it under the shim): wrfsbase where the kernel allows
+ *                     it (fsgsbase=1, HWCAP2_FSGSBASE), else the system
+ *                     call arch_prctl(ARCH_SET_FS) (fsgsbase=0), as
+ *                     runtime/tls.c tls_setfs does.  The floor of what a
+ *                     switch with per-G TLS costs over one without.
  *
  * Output: one line of key=value pairs.  Each figure is the fastest of many small
  * batches (the floor, not the mean: other load on a shared machine only
@@ -28,6 +34,8 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
+#include <asm/prctl.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -83,6 +91,47 @@ static double pages_per(int populate, int touch, size_t stride)
 	return best / PAGES * 1e6;
 }
 
+#ifndef HWCAP2_FSGSBASE
+#define HWCAP2_FSGSBASE (1 << 1)
+#endif
+
+/* One FS base load, the way the runtime does it here (its value
+ * unchanged: this thread's own TLS stays). */
+static void fsload(int wr, unsigned long base)
+{
+#if defined(__x86_64__)
+	if (wr)
+		__asm__ volatile("wrfsbase %0" ::"r"(base) : "memory");
+	else
+		syscall(SYS_arch_prctl, ARCH_SET_FS, base);
+#else
+	(void)wr;
+	(void)base;
+#endif
+}
+
+/* Per FS base load, the fastest batch; -1 where there is none (not x86-64). */
+static double fsload_per(int *wr)
+{
+#if defined(__x86_64__)
+	unsigned long base = 0;
+	*wr = (getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE) != 0;
+	syscall(SYS_arch_prctl, ARCH_GET_FS, &base);
+	double best = 1e9;
+	for (int b = 0; b < BATCHES; b++) {
+		double t = now();
+		for (int i = 0; i < BATCH; i++)
+			fsload(*wr, base);
+		t = (now() - t) / BATCH * 1e9;
+		best = t < best ? t : best;
+	}
+	return best;
+#else
+	*wr = 0;
+	return -1;
+#endif
+}
+
 int main(void)
 {
 	double sc = 1e9, ck = 1e9;
@@ -100,9 +149,11 @@ int main(void)
 		ck = t < ck ? t : ck;
 	}
 	long pg = sysconf(_SC_PAGESIZE);
+	int wr;
+	double fs = fsload_per(&wr);
 	printf("syscall_ns=%.1f clock_ns=%.1f fault_us=%.2f populate_us=%.2f touch_us=%.2f "
-	       "scatter_us=%.2f\n",
+	       "scatter_us=%.2f fsload_ns=%.1f fsgsbase=%d\n",
 	       sc, ck, pages_per(0, 0, pg), pages_per(1, 0, pg), pages_per(0, 1, pg),
-	       pages_per(0, 1, 256 * 1024));
+	       pages_per(0, 1, 256 * 1024), fs, wr);
 	return 0;
 }
