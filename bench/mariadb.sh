@@ -47,6 +47,12 @@
 # MDB_PERF=1: perf record (cpu-clock) on the server over the run, and the
 # line is followed by its top symbols (object, symbol, share of samples).
 #
+# MDB_HIST=1: sysbench's latency histogram, and the line is followed by
+# its average and percentiles 50 to 99.9 and its largest latency (a
+# server that is fair to its clients and one that starves a few can have
+# the same p95 at different averages: Little's law ties the average to the
+# tps, the spread is the scheduler's).
+#
 # MDB_IDLE=S (default 3): after the run the server is left idle S seconds
 # and its OS threads counted again (weft's idle Ms retire after 1 s:
 # docs/design.md, "Idle Ms retire").  MDB_CLONES=1: perf stat counts the
@@ -146,7 +152,7 @@ for n in $threads; do
 		cpu0=$(awk '{ print $14 + $15 }' /proc/"$spid"/stat 2>/dev/null)
 		ss0=$(schedstat "$spid")
 		sb --threads="$n" --time="$secs" --report-interval=$([ "$warm" -gt 0 ] && echo 1 || echo 0) \
-			run >"$d/run.out" 2>&1 &
+			$([ "${MDB_HIST:-0}" = 1 ] && echo --histogram=on) run >"$d/run.out" 2>&1 &
 		cpid=$!
 		cpuw=
 		ppid=
@@ -205,6 +211,17 @@ for n in $threads; do
 		[ -s "$d/clones.out" ] &&
 			awk -F, -v s="$secs" '$1 ~ /^[0-9]+$/ { n += $1 } END { printf "         threads started (clone, clone3) over the run: %d, %.1f per second\n", n, n / s }' "$d/clones.out"
 		[ -n "$tps" ] || tail -5 "$d/run.out"
+		# MDB_HIST=1: the spread of the latencies, from sysbench's
+		# histogram ("value | *** count" lines, value in ms)
+		[ "${MDB_HIST:-0}" = 1 ] && awk '
+			/^ +[0-9.]+ \|/ { v[n] = $1; c[n] = $NF; tot += $NF; n++ }
+			/avg:/ && !avg { avg = $2 }
+			END { if (!tot) exit
+				split("50 90 95 99 99.9", q, " "); l = ""
+				for (k = 1; k <= 5; k++) { want = tot * q[k] / 100; s = 0
+					for (i = 0; i < n; i++) { s += c[i]; if (s >= want) break }
+					l = l sprintf(" p%s %s", q[k], v[i]) }
+				printf "         latency ms: avg %s%s max %s\n", avg, l, v[n - 1] }' "$d/run.out"
 		tx=$(awk '/transactions:/ { print $2 }' "$d/run.out")
 		# the server's CPU (user + system, clock ticks) per transaction
 		[ -n "${cpu0:-}" ] && [ -n "${cpu1:-}" ] && [ "${tx:-0}" -gt 0 ] &&

@@ -17,7 +17,8 @@
  *                    P's scheduler polls the netpoller when the last poll is older than
  *                    this, default 1000; 0: only idle Ps and sysmon poll: runtime/proc.c),
  *                    turn=<us> (a G that received a request after sending gives way
- *                    once it has run this long, default TURN_US; 0: never: proc.c rt_turn),
+ *                    once it has run this long, default TURN_US, 0 where a switch loads
+ *                    FS with a system call; 0: never: proc.c rt_turn),
  *                    busydefer=<us> (the longest a G stuck in a call weft does not see
  *                    waits for a spare P while the process's CPUs are busy with its Ms;
  *                    default 0, no wait: sysmon.c cpusbusy),
@@ -36,8 +37,11 @@
 
 struct weftenv weftenv;
 
-/* WEFT_DEBUG=turn's default, in us (docs/design.md, "Turns") */
-#define TURN_US 0
+/* WEFT_DEBUG=turn's default, in us (docs/design.md, "Turns"; chosen by
+ * MariaDB's p95 and tps, docs/benchmarks.md, session 16).  Not where a
+ * switch loads the FS base with a system call (per-G TLS without
+ * FSGSBASE: tls.c turns it off unless asked for, turn_set). */
+#define TURN_US 200
 
 #define STACK_MIN (16 * 1024)
 #define STACK_MAX (1024L * 1024 * 1024)
@@ -132,9 +136,10 @@ static void debugopts(const char *s)
 			else
 				warn("ignoring WEFT_DEBUG %s: want pollgap=<us>, 0..1000000", tok);
 		} else if (!strncmp(tok, "turn=", 5)) {
-			if (parse_int(tok + 5, 0, 1000000, &v) == 0)
+			if (parse_int(tok + 5, 0, 1000000, &v) == 0) {
 				weftenv.turn_ns = (int64_t)v * 1000;
-			else
+				weftenv.turn_set = true;
+			} else
 				warn("ignoring WEFT_DEBUG %s: want turn=<us>, 0..1000000", tok);
 		} else if (!strncmp(tok, "busydefer=", 10)) {
 			if (parse_int(tok + 10, 0, 1000000, &v) == 0)

@@ -1078,6 +1078,7 @@ struct weftenv {
 	                        * netpoller when the last poll is older (0: never; proc.c) */
 	int64_t turn_ns;       /* WEFT_DEBUG=turn=<us>: a G at a request boundary that has
 	                        * run this long gives way (0: never; proc.c rt_turn) */
+	bool turn_set;         /* turn= given: tls.c keeps it where a switch is dear */
 	int64_t busydefer_ns;  /* WEFT_DEBUG=busydefer=<us>: the longest an unseen call
 	                        * waits for a spare while the CPUs are busy (sysmon.c
 	                        * cpusbusy; 0, the default: it does not wait) */

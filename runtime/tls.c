@@ -447,6 +447,12 @@ bool tls_init(void)
 	if (ti.reserve > ti.fullreserve)
 		ti.reserve = ti.fullreserve;
 	ti.fsgsbase = (getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE) != 0;
+	/* without wrfsbase every switch between Gs with blocks of their own
+	 * is an arch_prctl (~3.6 us, 20-30 us of server CPU a switch on a
+	 * PVM guest): a turn then costs more than the wait it saves
+	 * (docs/benchmarks.md, MariaDB, session 11), so none by default */
+	if (!ti.fsgsbase && !weftenv.turn_set)
+		weftenv.turn_ns = 0;
 	/* the interleaved slots, when the layout allows them */
 	struct jemod jm = { .tsd = (uintptr_t)&je_tsd_tls };
 	dl_iterate_phdr(jemod_cb, &jm);
