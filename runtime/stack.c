@@ -461,6 +461,22 @@ int stack_ready(struct p *pp, size_t size)
 	return 0;
 }
 
+/* pp retires (a spare put away, sched.lock held: stacklock nests inside
+ * it, never the other way): its whole cache back to the pool, where any P
+ * finds it (stack_ready sees navail) and sysmon's scavenge may unmap it.
+ * Its waiters, if any, are not woken here (stackwait_run takes
+ * sched.lock): the next stack freed anywhere wakes them. */
+void stackcache_flush(struct p *pp)
+{
+	if (pp->nstackcache == 0)
+		return;
+	lock(&stacklock);
+	for (int32_t i = 0; i < pp->nstackcache; i++)
+		putslot(&pp->stackcache[i]);
+	unlock(&stacklock);
+	pp->nstackcache = 0;
+}
+
 /* pp's cache is full: its oldest half goes back to the pool. */
 static void cachespill(struct p *pp)
 {
