@@ -188,7 +188,11 @@ Test(calls, sigaction_makes_one_call, .timeout = 300)
 		 counted_arg(&N, false, "all", "sigact", "0");
 	long w = counted_arg(&R, true, "all", "sigact", "1000") -
 		 counted_arg(&R, true, "all", "sigact", "0");
-	cr_expect_geq(n, calls, "natively %ld system calls for %ld sigaction calls", n, calls);
+	/* the native count only shows the counting works (one rt_sigaction
+	 * a call): the difference of two runs, whose start-ups may differ by
+	 * a call or two (1,999 for 2,000 seen on two machines) */
+	cr_expect_geq(n, calls - calls / 100, "natively %ld system calls for %ld sigaction calls",
+		      n, calls);
 	cr_expect_leq(w, calls + calls / 4,
 		      "weft %ld system calls for %ld sigaction calls (natively %ld): %s", w, calls,
 		      n, R.err);
@@ -211,7 +215,11 @@ Test(calls, sigaction_toggle_waits_once, .timeout = 300)
 		 counted_arg(&N, false, "all", "sigtoggle", "0");
 	long w = counted_arg(&R, true, "all", "sigtoggle", "1000") -
 		 counted_arg(&R, true, "all", "sigtoggle", "0");
-	cr_expect_geq(n, calls, "natively %ld system calls for %ld sigaction calls", n, calls);
+	/* the native count only shows the counting works (one rt_sigaction
+	 * a call): the difference of two runs, whose start-ups may differ by
+	 * a call or two (1,999 for 2,000 seen on two machines) */
+	cr_expect_geq(n, calls - calls / 100, "natively %ld system calls for %ld sigaction calls",
+		      n, calls);
 	cr_expect_leq(w, 4 * calls,
 		      "weft %ld system calls for %ld sigaction calls (natively %ld): %s", w, calls,
 		      n, R.err);
