@@ -508,6 +508,25 @@ static struct p *sparefree_get(void)
 	return pp;
 }
 
+/* A stack cannot be mapped (RLIMIT_AS, memory exhausted): the stacks
+ * cached on Ps that no M runs - idle ones, spares put away - go back to
+ * the pool, where the P that needs one finds it; no one else would ever
+ * take them.  sched.lock makes those caches ours (only its holder takes
+ * a P off either list: gfget_idle).  True if any came back. */
+bool stacks_reclaim(void)
+{
+	bool any = false;
+	lock(&sched.lock);
+	for (int l = 0; l < 2; l++)
+		for (struct p *pp = l ? sched.sparefree : sched.pidle; pp; pp = pp->link)
+			if (pp->nstackcache > 0) {
+				stackcache_flush(pp);
+				any = true;
+			}
+	unlock(&sched.lock);
+	return any;
+}
+
 /* sched.lock held. */
 void pidleput(struct p *pp)
 {

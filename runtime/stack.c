@@ -404,6 +404,8 @@ bool stack_scavenge(void)
 int stackalloc(struct p *pp, struct stack *s, size_t size)
 {
 	int r = stackalloc1(pp, s, size);
+	if (r != 0 && stacks_reclaim()) /* out of memory: idle Ps' caches first */
+		r = stackalloc1(pp, s, size);
 	if (r == 0)
 		s->low = s->hi;
 	return r;
@@ -454,6 +456,11 @@ int stack_ready(struct p *pp, size_t size)
 	struct stackpool *sp = poolfor(usable);
 	bool ok = sp && (sp->partial || newchunk(sp));
 	unlock(&stacklock);
+	if (!ok && sp && stacks_reclaim()) { /* out of memory: idle Ps' caches */
+		lock(&stacklock);
+		ok = sp->partial != NULL;
+		unlock(&stacklock);
+	}
 	if (!ok) {
 		errno = ENOMEM;
 		return -1;

@@ -359,6 +359,128 @@ Test(faults, stack_mapping_fails_enomem, .timeout = 120)
 
 }
 
+/* A spare P that retires gives back what the Gs that ended on it left:
+ * their descriptors and their cached stacks.  1 P; a G blocks in a raw
+ * read (a call weft does not see), so sysmon lends a spare, and main and
+ * SP_GS Gs run there, end there and leave their 8 MiB stacks in the
+ * spare's cache.  The read is answered, the spare retires; then with
+ * RLIMIT_AS at what the process has mapped (+4 MiB, less than a stack)
+ * SP_GS Gs alive at once must find those stacks in the pool (before:
+ * kept by the retired spare out of every P's reach, weft_go ENOMEM). */
+enum { SP_GS = 8 };
+static int sp_pipe[2];
+static _Atomic int sp_ran;
+
+static void sp_blocker(void *arg)
+{
+	char c;
+	*(long *)arg = syscall(SYS_read, sp_pipe[0], &c, 1);
+}
+
+static _Atomic int sp_up;
+static weft_chan_t *sp_go;
+
+/* Alive at once, so each has a stack of its own; then it ends. */
+static void sp_end(void *arg)
+{
+	int v;
+	atomic_fetch_add(&sp_up, 1);
+	weft_chan_recv(sp_go, &v);
+	weft_wg_done(arg);
+}
+
+static void sp_hold(void *arg)
+{
+	atomic_fetch_add(&sp_ran, 1);
+	as_parked(arg);
+}
+
+/* On a G (main is a plain thread): the blocker and it share P 0. */
+static int sp_body(void)
+{
+	weft_stats_t st;
+	long got = 0;
+	weft_wg_t bw = WEFT_WG_INIT;
+	weft_go(sp_blocker, &got);
+	weft_yield(); /* it blocks our only P's M; we wait for a spare */
+	do {
+		weft_sleep(1000000);
+		if (weft_stats(&st) != 0)
+			return 71;
+	} while (st.syscall_handoffs + st.hog_handoffs == 0);
+	weft_wg_add(&bw, SP_GS);
+	sp_go = weft_chan_make(sizeof(int), 0);
+	if (!sp_go)
+		return 72;
+	for (int i = 0; i < SP_GS; i++) /* on the spare: P 0's M is in the read */
+		if (weft_go(sp_end, &bw) <= 0)
+			return 72;
+	while (atomic_load(&sp_up) < SP_GS)
+		weft_sleep(1000000);
+	for (int i = 0; i < SP_GS; i++)
+		weft_chan_send(sp_go, &i);
+	weft_wg_wait(&bw);
+	if (write(sp_pipe[1], "x", 1) != 1)
+		return 73;
+	while (got != 1) /* the read is answered; sleeps take us off the spare */
+		weft_sleep(1000000);
+	for (int i = 0; i < 20; i++)
+		weft_sleep(1000000);
+	FILE *f = fopen("/proc/self/statm", "r");
+	unsigned long pages = 0;
+	if (!f || fscanf(f, "%lu", &pages) != 1)
+		return 74;
+	fclose(f);
+	struct rlimit rl = { (pages << 12) + (4UL << 20), RLIM_INFINITY };
+	if (setrlimit(RLIMIT_AS, &rl) != 0)
+		return 75;
+	weft_chan_t *ch = weft_chan_make(sizeof(int), 0);
+	if (!ch)
+		return 76;
+	for (int i = 0; i < SP_GS; i++)
+		if (weft_go(sp_hold, ch) <= 0) {
+			fprintf(stderr, "weft_go %d of %d: %s\n", i + 1, SP_GS, strerror(errno));
+			return 77;
+		}
+	while (atomic_load(&sp_ran) < SP_GS) /* each on a stack of its own */
+		weft_sleep(1000000);
+	for (int i = 0; i < SP_GS; i++)
+		weft_chan_send(ch, &i);
+	return 0;
+}
+
+struct sp_run {
+	int rc;       /* sp_body's */
+	weft_wg_t wg; /* done when it returned */
+};
+
+static void sp_main(void *arg)
+{
+	struct sp_run *r = arg;
+	r->rc = sp_body();
+	weft_wg_done(&r->wg);
+}
+
+static int spare_gives_back(void)
+{
+	if (pipe(sp_pipe) != 0)
+		return 70;
+	struct sp_run r = { -1, WEFT_WG_INIT };
+	weft_wg_add(&r.wg, 1);
+	weft_go(sp_main, &r);
+	weft_wg_wait(&r.wg);
+	return r.rc;
+}
+
+Test(faults, retired_spare_gives_back_stacks, .timeout = 120)
+{
+	struct child c;
+	char *env[] = { "WEFT_MAXPROCS=1", "WEFT_STACK_SIZE=8M", NULL };
+	run_child(&c, env, spare_gives_back, 100);
+	cr_assert(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0,
+		  "status %#x, stderr:\n%s", c.status, c.err);
+}
+
 /* The same with default-size stacks, which go back to their P's cache
  * when a G ends: a G that found no stack is woken by such a free too
  * (its count is the P's own, read by the waiter after a membarrier). */
