@@ -289,6 +289,21 @@ Test(faults, no_thread_at_start_is_not_fatal, .timeout = 120)
 
 /* ---- stacks cannot be mapped -------------------------------------------------------- */
 
+/* RLIMIT_AS to what the process has mapped now and room bytes more. */
+static int as_limit(unsigned long room)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	unsigned long pages = 0;
+	if (!f || fscanf(f, "%lu", &pages) != 1) {
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	fclose(f);
+	struct rlimit rl = { (pages << 12) + room, RLIM_INFINITY };
+	return setrlimit(RLIMIT_AS, &rl);
+}
+
 static void as_parked(void *arg)
 {
 	weft_chan_t *ch = arg;
@@ -306,13 +321,7 @@ static int no_address_space(void)
 	weft_chan_t *ch = weft_chan_make(sizeof(int), 0);
 	weft_yield(); /* the runtime is up before the limit */
 	/* room for a few hundred MiB more */
-	FILE *f = fopen("/proc/self/statm", "r");
-	unsigned long pages = 0;
-	if (!f || fscanf(f, "%lu", &pages) != 1)
-		return 80;
-	fclose(f);
-	struct rlimit rl = { (pages << 12) + (512UL << 20), RLIM_INFINITY };
-	if (setrlimit(RLIMIT_AS, &rl) != 0)
+	if (as_limit(512UL << 20) != 0)
 		return 81;
 	weft_attr_t big = { .stack_size = 8 << 20 };
 	/* AS_DEFAULT: the default size is 8M (WEFT_STACK_SIZE): freed stacks
@@ -426,13 +435,7 @@ static int sp_body(void)
 		weft_sleep(1000000);
 	for (int i = 0; i < 20; i++)
 		weft_sleep(1000000);
-	FILE *f = fopen("/proc/self/statm", "r");
-	unsigned long pages = 0;
-	if (!f || fscanf(f, "%lu", &pages) != 1)
-		return 74;
-	fclose(f);
-	struct rlimit rl = { (pages << 12) + (4UL << 20), RLIM_INFINITY };
-	if (setrlimit(RLIMIT_AS, &rl) != 0)
+	if (as_limit(4UL << 20) != 0) /* less than a stack */
 		return 75;
 	weft_chan_t *ch = weft_chan_make(sizeof(int), 0);
 	if (!ch)
