@@ -1806,10 +1806,13 @@ static int busy_body(int argc, char **argv)
 	long long made = st.threads_made - st0.threads_made;
 	printf("%lld threads made for %d raw waits beside a spinner on 1 CPU\n", made, BUSY_GS);
 	/* the spinner's spare, the waiters' first, and slack (1-2 made
-	 * here; 6-9 without the rule).  Under TSan 5-6 with it: a G's
-	 * first run (its fiber) takes ~1 ms there, and sysmon lends
-	 * around the spinner's P while the waiters start */
-	if (made > (TEST_TSAN ? 6 : 4)) {
+	 * here; 6-9 without the rule).  Not counted under TSan (only run,
+	 * for races and hangs): a G's first run (its fiber) takes ~1 ms
+	 * there, and sysmon lends around the spinner's P while the waiters
+	 * start - 5-6 made on the PVM machines, 7-8 on session 16's EPYC
+	 * one with the session's starting tree too, as many as without the
+	 * rule */
+	if (!TEST_TSAN && made > 4) {
 		fprintf(stderr, "%lld OS threads made for %d short raw waits on 1 busy CPU\n", made,
 			BUSY_GS);
 		return 22;

@@ -50,8 +50,9 @@ endif
 #    it reads stacks that M is switching, which TSan reports.  (Natively
 #    the handler runs as the signal arrives and every M stops; the other
 #    dump tests, where Ms sleep or spin in one G, run under TSan.)
-#  - faults/stack_mapping_fails_enomem and stack_wait_woken_by_cached_free
-#    lower RLIMIT_AS until stacks cannot be mapped, which starves TSan's
+#  - faults/stack_mapping_fails_enomem, stack_wait_woken_by_cached_free
+#    and retired_spare_gives_back_stacks lower RLIMIT_AS until stacks
+#    cannot be mapped, which starves TSan's
 #    own allocator first ("internal allocator is out of memory"); they run
 #    natively and under ASan.
 # and, skipped by the suites themselves:
@@ -85,7 +86,7 @@ WEFT_TSAN_SKIP ?= sched/million_parked,sched/million_once_procs1,sched/million_o
 	sched/queued_gs_hold_no_stack,sched/overflow_canary_stacks,$\
 	deadlock/channels,deadlock/mutexes,deadlock/cond_sem_rwlock_waitgroup,$\
 	deadlock/plain_thread_blocked_too,dump/while_gs_switch,faults/stack_mapping_fails_enomem,$\
-	faults/stack_wait_woken_by_cached_free
+	faults/stack_wait_woken_by_cached_free,faults/retired_spare_gives_back_stacks
 # $(BUILD)/tsan.supp: tests/tsan.supp, then one "mutex:^fn$" per function
 # of the jemalloc archive that calls pthread_mutex_* (tsan.supp says why).
 TSAN_SUPP := $(BUILD)/tsan.supp
