@@ -509,20 +509,20 @@ static struct p *sparefree_get(void)
 }
 
 /* A stack cannot be mapped (RLIMIT_AS, memory exhausted): the stacks
- * cached on Ps that no M runs - idle ones, spares put away - go back to
- * the pool, where the P that needs one finds it; no one else would ever
- * take them.  sched.lock makes those caches ours (only its holder takes
- * a P off either list: gfget_idle).  True if any came back. */
+ * cached on idle Ps (spares among them) go back to the pool, where the P
+ * that needs one finds it; no one else would take them (a spare put
+ * away has none: sparefree_put).  sched.lock makes those caches ours
+ * (only its holder takes a P off the idle list: gfget_idle).  True if
+ * any came back. */
 bool stacks_reclaim(void)
 {
 	bool any = false;
 	lock(&sched.lock);
-	for (int l = 0; l < 2; l++)
-		for (struct p *pp = l ? sched.sparefree : sched.pidle; pp; pp = pp->link)
-			if (pp->nstackcache > 0) {
-				stackcache_flush(pp);
-				any = true;
-			}
+	for (struct p *pp = sched.pidle; pp; pp = pp->link)
+		if (pp->nstackcache > 0) {
+			stackcache_flush(pp);
+			any = true;
+		}
 	unlock(&sched.lock);
 	return any;
 }

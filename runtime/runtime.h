@@ -123,7 +123,7 @@ static inline size_t stackcolour(const struct stack *s)
 		       : 0;
 }
 void stackfree(struct p *pp, struct stack *s);
-void stackcache_flush(struct p *pp);               /* a retiring spare's cache to the pool */
+void stackcache_flush(struct p *pp);               /* an idle or retiring P's cache to the pool */
 bool stacks_reclaim(void);                         /* no memory: idle Ps' caches to the pool */
 int stack_ready(struct p *pp, size_t size); /* weft_go: 0 or -1/ENOMEM */
 /* a stack was freed, into pp's cache (pp ours) or not (NULL): Gs waiting

@@ -468,26 +468,24 @@ int stack_ready(struct p *pp, size_t size)
 	return 0;
 }
 
-/* pp retires (a spare put away, sched.lock held: stacklock nests inside
- * it, never the other way): its whole cache back to the pool, where any P
+/* pp retires (a spare put away) or sits idle while memory is out
+ * (stacks_reclaim); sched.lock held: stacklock nests inside it, never
+ * the other way.  Its whole cache back to the pool, where any P
  * finds it (stack_ready sees navail) and sysmon's scavenge may unmap it.
  * Its waiters, if any, are not woken here (stackwait_run takes
  * sched.lock): the next stack freed anywhere wakes them. */
+static void cacheput(struct p *pp, int32_t n);
+
 void stackcache_flush(struct p *pp)
 {
-	if (pp->nstackcache == 0)
-		return;
-	lock(&stacklock);
-	for (int32_t i = 0; i < pp->nstackcache; i++)
-		putslot(&pp->stackcache[i]);
-	unlock(&stacklock);
-	pp->nstackcache = 0;
+	if (pp->nstackcache > 0)
+		cacheput(pp, pp->nstackcache);
 }
 
-/* pp's cache is full: its oldest half goes back to the pool. */
-static void cachespill(struct p *pp)
+/* The n oldest stacks of pp's cache back to the pool (all of them:
+ * stackcache_flush; half when it is full: stackfree). */
+static void cacheput(struct p *pp, int32_t n)
 {
-	int32_t n = pp->nstackcache / 2;
 	lock(&stacklock);
 	for (int32_t i = 0; i < n; i++)
 		putslot(&pp->stackcache[i]);
@@ -508,7 +506,7 @@ void stackfree(struct p *pp, struct stack *s)
 	}
 	if (pp && stacksize(s) == defusable) {
 		if (pp->nstackcache == (int32_t)(sizeof pp->stackcache / sizeof pp->stackcache[0]))
-			cachespill(pp);
+			cacheput(pp, pp->nstackcache / 2);
 		pp->stackcache[pp->nstackcache++] = *s; /* the warmest: on top */
 		s->lo = s->hi = NULL;
 		stackwait_wake(pp);
