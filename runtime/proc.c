@@ -563,6 +563,20 @@ static void mput(struct m *m)
 	sched.nmidle++;
 }
 
+/* Take m itself off sched.midle: false if it is not there (an mget took
+ * it, and a P is on its way: stopm, mpark). */
+static bool munlist(struct m *m)
+{
+	for (struct m **l = &sched.midle; *l; l = &(*l)->schedlink) {
+		if (*l == m) {
+			*l = m->schedlink;
+			sched.nmidle--;
+			return true;
+		}
+	}
+	return false;
+}
+
 static struct m *mget(void)
 {
 	struct m *m = sched.midle;
@@ -605,6 +619,7 @@ static void schedule(struct m *m);
 void dump_mstart(void) __attribute__((weak)); /* dump.c */
 
 static bool stopm(struct m *m);
+static bool mpark(struct m *m);
 static void mexit(struct m *m);
 
 static void *mstart(void *arg)
@@ -841,39 +856,19 @@ void rt_thread_refused(int e)
 		     strerror(e));
 }
 
-/* startm found an idle P but no idle M, while an M is blocked in the
- * netpoller (lastpoll == 0): rather than make one more OS thread, put
- * the P back and break that M's poll; it takes an idle P when it wakes
- * (findrunnable).  True if it will; false if it had already stopped
- * polling, and the caller starts an M after all, for *ppp (an idle P,
- * pp or another, taken again).
+/* Start an M to run pp (or any idle P); spinning: it goes looking for work.
  *
- * No lost wake-up: we put pp back, then load lastpoll; the poller
- * stores lastpoll, then takes an idle P (both seq_cst, pidleput and
- * pidleget under sched.lock).  If our load still sees 0, its store comes
- * later, so its pidleget sees pp (or another M took pp: it runs).
- * Without this, a program whose Gs sleep on timers (the netpoller M
- * blocks until the earliest) made a third M on 2 Ps at its first spawn
- * after an M went idle (issue 16: threads while Gs park in weft_sleep).
- * Ms parked on their notes are still preferred: mget comes first. */
-static bool startm_viapoller(struct p **ppp)
-{
-	if (atomic_load(&sched.lastpoll) != 0)
-		return false;
-	lock(&sched.lock);
-	pidleput(*ppp);
-	unlock(&sched.lock);
-	netpollbreak();
-	if (atomic_load(&sched.lastpoll) == 0)
-		return true;
-	/* the poller was back already: an idle P again, if one is left */
-	lock(&sched.lock);
-	*ppp = pidleget();
-	unlock(&sched.lock);
-	return *ppp == NULL; /* none: the M that took it runs it */
-}
-
-/* Start an M to run pp (or any idle P); spinning: it goes looking for work. */
+ * With no idle M but one blocked in the netpoller (lastpoll == 0), and
+ * any idle P wanted, no new OS thread: pp goes back to the idle list and
+ * that M's poll is broken; it takes an idle P as it wakes (findrunnable).
+ * lastpoll is read here, and stored by the poller as it starts and stops
+ * polling, under sched.lock, with the idle P list: the poller either
+ * still polls (and will find pp) or already holds a P or sits on midle
+ * (mget).  Without this, a program whose Gs sleep on timers (the
+ * netpoller M blocks until the earliest) made a third M on 2 Ps at its
+ * first spawn after an M went idle (issue 16: threads while Gs park in
+ * weft_sleep).  Ms parked on their notes are preferred: mget comes
+ * first. */
 static void startm(struct p *pp, bool spinning)
 {
 	bool idle = pp == NULL;
@@ -888,12 +883,15 @@ static void startm(struct p *pp, bool spinning)
 		}
 	}
 	struct m *nm = mget();
-	unlock(&sched.lock);
-	if (!nm && idle && !pp->spare && startm_viapoller(&pp)) {
+	if (!nm && idle && !pp->spare && atomic_load(&sched.lastpoll) == 0) {
+		pidleput(pp);
+		unlock(&sched.lock);
+		netpollbreak();
 		if (spinning)
 			atomic_fetch_sub(&sched.nmspinning, 1);
 		return;
 	}
+	unlock(&sched.lock);
 	if (!nm) {
 		if (newm(pp, spinning))
 			return;
@@ -956,14 +954,7 @@ static int mretire(struct m *m, int64_t *again)
 		*again = q - since;
 		r = -1;
 	} else {
-		for (struct m **l = &sched.midle; *l; l = &(*l)->schedlink) {
-			if (*l == m) {
-				*l = m->schedlink;
-				sched.nmidle--;
-				r = 1;
-				break;
-			}
-		}
+		r = munlist(m);
 	}
 	if (r > 0) {
 		atomic_store_explicit(&lastmretire, now, memory_order_relaxed);
@@ -991,6 +982,13 @@ static bool stopm(struct m *m)
 	lock(&sched.lock);
 	mput(m);
 	unlock(&sched.lock);
+	return mpark(m);
+}
+
+/* stopm for an M already on sched.midle (findrunnable puts it there with
+ * its P's pidleput). */
+static bool mpark(struct m *m)
+{
 	/* on whatever block the scheduler kept: checkdead moves to the M's
 	 * own TLS only for its /proc read and its report (two FS loads per
 	 * idle M were 29% of a preloaded memcached's arch_prctl) */
@@ -2769,20 +2767,36 @@ top:;
 			return gp;
 	}
 
-	/* nothing to do: give up the P */
+	/* Nothing to do: give up the P, and at once (same lock) say where
+	 * this M is to be found.  If it is to block in the netpoller (a
+	 * timer or an fd waiter to wait for, and no M does), it takes that
+	 * role (lastpoll = 0); otherwise it goes on the idle list (midle)
+	 * now, before its recheck, not later in stopm.  Either way a G
+	 * readied from then on finds the P idle and this M ready to run it
+	 * (startm: mget, or its break of our poll); before, between
+	 * pidleput and the CAS or mput it found neither and made one more
+	 * OS thread (two Ps, a third M).  m->spinning is cleared before: a
+	 * startm that takes us off midle sets it for the P it hands us. */
+	int64_t when = earliest_timer();
+	bool wasspinning = m->spinning, poller = false;
+	m->spinning = false;
 	lock(&sched.lock);
 	if (atomic_load(&sched.runqsize) != 0) {
 		gp = globrunqget(pp, 0);
 		unlock(&sched.lock);
+		m->spinning = wasspinning;
 		return gp;
 	}
+	int64_t last = atomic_load(&sched.lastpoll);
+	if ((atomic_load(&netpollwaiters) > 0 || when != 0) && last != 0)
+		poller = atomic_compare_exchange_strong(&sched.lastpoll, &last, 0);
 	releasep(m);
 	pidleput(pp);
+	if (!poller)
+		mput(m);
 	unlock(&sched.lock);
 
-	bool wasspinning = m->spinning;
-	if (m->spinning) {
-		m->spinning = false;
+	if (wasspinning) {
 		atomic_fetch_sub(&sched.nmspinning, 1); /* seq_cst, then re-check */
 		int32_t n = atomic_load(&nallp);
 		/* i == -1: the global queue, which a plain thread's goready
@@ -2792,7 +2806,14 @@ top:;
 				  : !atomic_load_explicit(&allp[i]->retired, memory_order_relaxed) &&
 					    !runqempty(allp[i])) {
 				lock(&sched.lock);
-				pp = pidleget();
+				/* off midle again, unless a startm took us
+				 * off it: then a P is on its way (mpark) */
+				bool mine = poller || munlist(m);
+				pp = mine ? pidleget() : NULL;
+				if (mine && !pp && !poller)
+					mput(m);
+				if (pp && poller) /* not polling after all */
+					atomic_store(&sched.lastpoll, nanotime());
 				unlock(&sched.lock);
 				if (pp) {
 					acquirep(m, pp);
@@ -2804,14 +2825,10 @@ top:;
 			}
 		}
 	}
-	(void)wasspinning;
 
 	/* block in the netpoller until the earliest timer, if we are the
-	 * one M to do so; otherwise sleep until handed a P */
-	int64_t when = earliest_timer();
-	int64_t last = atomic_load(&sched.lastpoll);
-	if ((atomic_load(&netpollwaiters) > 0 || when != 0) && last != 0 &&
-	    atomic_compare_exchange_strong(&sched.lastpoll, &last, 0)) {
+	 * one M to do so (poller); otherwise sleep until handed a P */
+	if (poller) {
 		/* Publish how long we will sleep, then re-read the timers: a
 		 * timer added meanwhile either sees polluntil and breaks the
 		 * poll, or is seen here.  An adder may have read any value we
@@ -2833,20 +2850,23 @@ top:;
 		}
 		struct g *list = netpoll(delay);
 		atomic_store(&sched.polluntil, 0);
-		atomic_store(&sched.lastpoll, nanotime());
+		/* no longer the poller, and with a P or on midle, in one
+		 * step (startm reads lastpoll under this lock) */
 		lock(&sched.lock);
+		atomic_store(&sched.lastpoll, nanotime());
 		pp = pidleget();
+		if (!pp)
+			mput(m);
 		unlock(&sched.lock);
-		if (!pp) {
-			injectglist(list);
-		} else {
+		if (pp) {
 			acquirep(m, pp);
 			if ((gp = netpoll_take(list)))
 				return gp;
 			goto top;
 		}
+		injectglist(list); /* its startm may hand us a P: mpark */
 	}
-	if (!stopm(m))
+	if (!mpark(m))
 		return NULL; /* retired: schedule returns */
 	goto top;
 }
