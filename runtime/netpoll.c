@@ -46,18 +46,28 @@ enum { CW_NONE, CW_MAKING, CW_MADE, CW_FAILED };
 static _Atomic int clockstate; /* CW_*: made once, by the first caller */
 
 /* Move one of the runtime's own fds (close-on-exec) out of the
- * program's way, near the top of RLIMIT_NOFILE.  Programs count on low
- * numbers: the next open() returning the lowest free fd, or fds they
- * inherited being closed - GNU make checks whether the jobserver fds in
- * MAKEFLAGS are open, and pselect()s forever on whatever now holds
- * fd 3 if it is ours.  Returns the new fd, or fd as it was. */
+ * program's way: to the first free number from 64 below the soft
+ * RLIMIT_NOFILE, or below 1024 where the limit is higher (RT_FDCEIL).
+ * Programs count on low numbers: the next open() returning the lowest
+ * free fd, or fds they inherited being closed - GNU make checks whether
+ * the jobserver fds in MAKEFLAGS are open, and pselect()s forever on
+ * whatever now holds fd 3 if it is ours.  Not at the top of a high limit:
+ * the kernel's fd table grows to the highest fd open (8 bytes a number,
+ * rounded up to a power of two) and every fork and posix_spawn copies it
+ * (dup_fd) - at 20,000 that was 100-300 us more per posix_spawn of a
+ * program whose runtime had started, and at a limit of 1,048,576 (many
+ * containers and systemd units) 8 MiB per process and per fork.  Returns
+ * the new fd, or fd as it was. */
+#define RT_FDCEIL 1024
 int rt_fdhigh(int fd)
 {
 	struct rlimit rl;
-	if (fd < 0 || getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < 256 ||
-	    rl.rlim_cur == RLIM_INFINITY)
+	if (fd < 0 || getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < 256)
 		return fd;
-	long hi = sys3(SYS_fcntl, fd, F_DUPFD_CLOEXEC, (long)(rl.rlim_cur - 64));
+	rlim_t top = rl.rlim_cur < RT_FDCEIL ? rl.rlim_cur : RT_FDCEIL;
+	if (fd >= (long)(top - 64))
+		return fd; /* the program has that many open: ours is out of the way */
+	long hi = sys3(SYS_fcntl, fd, F_DUPFD_CLOEXEC, (long)(top - 64));
 	if (hi < 0)
 		return fd;
 	(void)sys3(SYS_close, fd, 0, 0);
