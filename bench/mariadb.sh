@@ -27,7 +27,8 @@
 #
 # MDB_SYSCALLS=1: perf stat counts the server's system calls (all, and the
 # main kinds) over the run, without slowing it as strace does; the line
-# shows them per transaction.
+# shows them per transaction.  MDB_SYSLIST: the kinds (names as in
+# syscalls:sys_enter_NAME), instead of the default list.
 # MDB_PIN=1 (the default; PIN, SCPU, CCPU as bench/pin.sh): the server on
 # CPU 0 and sysbench on CPU 1 (taskset), for every mode, and weft with one
 # P (MDB_PROCS, default 1 pinned, 2 with MDB_PIN=0).  Why pinned: sysbench
@@ -159,8 +160,8 @@ for n in $threads; do
 		rm -f "$d/perf.out"
 		if [ "${MDB_SYSCALLS:-0}" = 1 ] && command -v perf >/dev/null; then
 			perf stat -x, -o "$d/perf.out" -e raw_syscalls:sys_enter$(printf ',syscalls:sys_enter_%s' \
-				recvfrom sendto poll ppoll epoll_wait epoll_pwait2 futex arch_prctl tgkill sched_yield \
-				clock_nanosleep io_uring_enter) -p "$spid" 2>/dev/null &
+				${MDB_SYSLIST:-recvfrom sendto poll ppoll epoll_wait epoll_pwait2 futex arch_prctl tgkill \
+				sched_yield clock_nanosleep io_uring_enter}) -p "$spid" 2>/dev/null &
 			ppid=$!
 		fi
 		kpid=
