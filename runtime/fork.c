@@ -68,20 +68,22 @@ static void resetp(struct p *pp)
 	pp->sm_watched = false;
 }
 
-/* fd state: waiters were other Gs; registrations were with the old epoll. */
+/* fd state: waiters were other Gs; registrations were with the old epoll.
+ * By chunk (pd_foreach): a walk of every fd number skipped absent chunks
+ * 64 numbers at a time, 65,536 lookups, 14 % of a preloaded fork loop's
+ * samples. */
+static void resetpd(int fd, struct pd *d, void *arg)
+{
+	(void)fd, (void)arg;
+	unlocked(&d->lock);
+	d->waiters = (struct waitq){ NULL, NULL };
+	uint32_t f = atomic_load_explicit(&d->flags, memory_order_relaxed);
+	atomic_store_explicit(&d->flags, f & ~(uint32_t)PD_REG, memory_order_relaxed);
+}
+
 static void resetpds(void)
 {
-	for (int fd = 0; fd < (1 << 22); fd++) {
-		struct pd *d = pd_lookup(fd);
-		if (!d) {
-			fd |= 63;
-			continue;
-		}
-		unlocked(&d->lock);
-		d->waiters = (struct waitq){ NULL, NULL };
-		uint32_t f = atomic_load_explicit(&d->flags, memory_order_relaxed);
-		atomic_store_explicit(&d->flags, f & ~(uint32_t)PD_REG, memory_order_relaxed);
-	}
+	pd_foreach(resetpd, NULL);
 }
 
 void runtime_afterfork_child(void)
