@@ -806,12 +806,18 @@ static int lowfd_child(void)
 	return r ? r : check_failures ? 99 : 0;
 }
 
-Test(fd, runtime_fds_leave_low_numbers_free, .timeout = 30)
+/* fn in a child on 1 P, which must exit 0 */
+static void child_exits_0(int (*fn)(void))
 {
 	static struct child c;
-	run_child(&c, env_procs1, lowfd_child, 20);
+	run_child(&c, env_procs1, fn, 20);
 	cr_assert(WIFEXITED(c.status), "status %d, stderr: %s", c.status, c.err);
 	cr_assert_eq(WEXITSTATUS(c.status), 0, "exit %d, stderr: %s", WEXITSTATUS(c.status), c.err);
+}
+
+Test(fd, runtime_fds_leave_low_numbers_free, .timeout = 30)
+{
+	child_exits_0(lowfd_child);
 }
 
 /* ...but not at the top of a high limit: the kernel's fd table grows to
@@ -870,8 +876,5 @@ static int fdceil_child(void)
 
 Test(fd, runtime_fds_stay_below_1024_under_a_high_limit, .timeout = 30)
 {
-	static struct child c;
-	run_child(&c, env_procs1, fdceil_child, 20);
-	cr_assert(WIFEXITED(c.status), "status %d, stderr: %s", c.status, c.err);
-	cr_assert_eq(WEXITSTATUS(c.status), 0, "exit %d, stderr: %s", WEXITSTATUS(c.status), c.err);
+	child_exits_0(fdceil_child);
 }
