@@ -49,7 +49,7 @@ check "$l" '#[0-9]+ .*gdb_receiver_func \(.*tests/gdb/prog.c:[0-9]+' "receiver b
 check "$l" '#[0-9]+ .*gentry \(' "receiver bt: down to gentry"
 check "$l" '#[0-9]+ .*weft_sleep \(' "sleeper bt"
 check "$l" '^green thread [0-9]+ is running on M[0-9]+ \(LWP [0-9]+\):' "spinner: running"
-check "$l" '#0 +gdb_spinner_func \(' "spinner bt: its thread's"
+check "$l" '#0 +(0x[0-9a-f]+ in )?gdb_spinner_func \(' "spinner bt: its thread's"
 # registers put back: the stopped thread's own backtrace is intact
 sed -n '/^== own bt/,$p' "$l" >"$tmp/own"
 check "$tmp/own" '^#0 +gdb_ready \(' "registers restored after weft bt"
