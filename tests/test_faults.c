@@ -404,9 +404,11 @@ static void sp_hold(void *arg)
 	as_parked(arg);
 }
 
-/* On a G (main is a plain thread): the blocker and it share P 0. */
-static int sp_body(void)
+/* On a G (weft_main; main is a plain thread): the blocker and it share
+ * P 0. */
+static int sp_body(int argc, char **argv)
 {
+	(void)argc, (void)argv;
 	weft_stats_t st;
 	long got = 0;
 	weft_wg_t bw = WEFT_WG_INIT;
@@ -452,27 +454,11 @@ static int sp_body(void)
 	return 0;
 }
 
-struct sp_run {
-	int rc;       /* sp_body's */
-	weft_wg_t wg; /* done when it returned */
-};
-
-static void sp_main(void *arg)
-{
-	struct sp_run *r = arg;
-	r->rc = sp_body();
-	weft_wg_done(&r->wg);
-}
-
 static int spare_gives_back(void)
 {
 	if (pipe(sp_pipe) != 0)
 		return 70;
-	struct sp_run r = { -1, WEFT_WG_INIT };
-	weft_wg_add(&r.wg, 1);
-	weft_go(sp_main, &r);
-	weft_wg_wait(&r.wg);
-	return r.rc;
+	return weft_main(sp_body, 0, NULL);
 }
 
 Test(faults, retired_spare_gives_back_stacks, .timeout = 120)

@@ -171,6 +171,15 @@ Test(calls, stale_epipe_costs_no_sigpending, .timeout = 300)
 	cr_expect_leq(w, 20, "weft %ld rt_sigpending for 200 pwrites: %s", w, R.err);
 }
 
+/* The native count only shows the counting works (one rt_sigaction a
+ * call): the difference of two runs, whose start-ups may differ by a call
+ * or two (1,999 for 2,000 seen on two machines). */
+static void expect_native_counted(long n, long calls)
+{
+	cr_expect_geq(n, calls - calls / 100, "natively %ld system calls for %ld sigaction calls",
+		      n, calls);
+}
+
 /* sigaction and signal calls that do not change whether a signal has a
  * handler (a handler replaced by another, a flags change, SIG_IGN on
  * SIG_IGN, a query: 6 per round) make one system call each under weft
@@ -188,11 +197,7 @@ Test(calls, sigaction_makes_one_call, .timeout = 300)
 		 counted_arg(&N, false, "all", "sigact", "0");
 	long w = counted_arg(&R, true, "all", "sigact", "1000") -
 		 counted_arg(&R, true, "all", "sigact", "0");
-	/* the native count only shows the counting works (one rt_sigaction
-	 * a call): the difference of two runs, whose start-ups may differ by
-	 * a call or two (1,999 for 2,000 seen on two machines) */
-	cr_expect_geq(n, calls - calls / 100, "natively %ld system calls for %ld sigaction calls",
-		      n, calls);
+	expect_native_counted(n, calls);
 	cr_expect_leq(w, calls + calls / 4,
 		      "weft %ld system calls for %ld sigaction calls (natively %ld): %s", w, calls,
 		      n, R.err);
@@ -215,11 +220,7 @@ Test(calls, sigaction_toggle_waits_once, .timeout = 300)
 		 counted_arg(&N, false, "all", "sigtoggle", "0");
 	long w = counted_arg(&R, true, "all", "sigtoggle", "1000") -
 		 counted_arg(&R, true, "all", "sigtoggle", "0");
-	/* the native count only shows the counting works (one rt_sigaction
-	 * a call): the difference of two runs, whose start-ups may differ by
-	 * a call or two (1,999 for 2,000 seen on two machines) */
-	cr_expect_geq(n, calls - calls / 100, "natively %ld system calls for %ld sigaction calls",
-		      n, calls);
+	expect_native_counted(n, calls);
 	cr_expect_leq(w, 4 * calls,
 		      "weft %ld system calls for %ld sigaction calls (natively %ld): %s", w, calls,
 		      n, R.err);
