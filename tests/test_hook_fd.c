@@ -848,7 +848,9 @@ static int fdceil_body(int argc, char **argv)
 	int maxfd = -1;
 	for (struct dirent *e; d && (e = readdir(d));) {
 		int fd = atoi(e->d_name);
-		if (e->d_name[0] != '.' && fd > maxfd)
+		/* at or above the soft limit: not the program's (valgrind
+		 * keeps its own fds there and shows the program a lower limit) */
+		if (e->d_name[0] != '.' && fd > maxfd && fd < fdceil_limit)
 			maxfd = fd;
 	}
 	if (d)
