@@ -13,7 +13,9 @@
  *                    (the shim leaves stderr glibc's: hook/preload/stdio.c), sigkeep=0 (the
  *                    shim's signal thread stops blocking a signal whose handler went:
  *                    hook/preload/signal.c), tlsslot=0 (a G's TLS block at its stack top,
- *                    not in the interleaved slots: runtime/tls.c), pollgap=<us> (a busy
+ *                    not in the interleaved slots: runtime/tls.c), guardmarks=0 (guard
+ *                    pages by mprotect, budgeted, then canaries, even where the kernel
+ *                    has guard markers: runtime/stack.c), pollgap=<us> (a busy
  *                    P's scheduler polls the netpoller when the last poll is older than
  *                    this, default 1000; 0: only idle Ps and sysmon poll: runtime/proc.c),
  *                    turn=<us> (a G that received a request after sending gives way
@@ -116,6 +118,8 @@ static void debugopts(const char *s)
 			weftenv.nog0keep = tok[7] == '0';
 		} else if (!strcmp(tok, "tlsslot=0") || !strcmp(tok, "tlsslot=1")) {
 			weftenv.notlsslot = tok[8] == '0';
+		} else if (!strcmp(tok, "guardmarks=0") || !strcmp(tok, "guardmarks=1")) {
+			weftenv.noguardmarks = tok[11] == '0';
 		} else if (!strcmp(tok, "stderr=0") || !strcmp(tok, "stderr=1")) {
 			/* the shim's: stderr stays glibc's (hook/preload/stdio.c) */
 		} else if (!strcmp(tok, "sigkeep=0") || !strcmp(tok, "sigkeep=1")) {
@@ -159,7 +163,7 @@ static void debugopts(const char *s)
 				     tok);
 		} else {
 			warn("ignoring WEFT_DEBUG %s: want schedtrace=<ms>, sigquit=continue, kwait=0, "
-			     "g0keep=0, tlsslot=0, kickdelay=<us>, stall=<us>, pollgap=<us>, turn=<us>, "
+			     "g0keep=0, tlsslot=0, guardmarks=0, kickdelay=<us>, stall=<us>, pollgap=<us>, turn=<us>, "
 			     "busydefer=<us>, lendlog=<n> or clockset=<s>",
 			     tok);
 		}

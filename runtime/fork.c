@@ -71,14 +71,20 @@ static void resetp(struct p *pp)
 /* fd state: waiters were other Gs; registrations were with the old epoll.
  * By chunk (pd_foreach): a walk of every fd number skipped absent chunks
  * 64 numbers at a time, 65,536 lookups, 14 % of a preloaded fork loop's
- * samples. */
+ * samples.  Written only where something is to undo: the records' pages
+ * are the parent's, copied on the child's first write, and most records
+ * of a chunk are of fds never used (a write to each had cost a fault
+ * and a page copy per 32 records: 32 a fork for the first chunk alone). */
 static void resetpd(int fd, struct pd *d, void *arg)
 {
 	(void)fd, (void)arg;
-	unlocked(&d->lock);
-	d->waiters = (struct waitq){ NULL, NULL };
+	if (atomic_load_explicit(&d->lock.key, memory_order_relaxed))
+		unlocked(&d->lock);
+	if (d->waiters.head || d->waiters.tail)
+		d->waiters = (struct waitq){ NULL, NULL };
 	uint32_t f = atomic_load_explicit(&d->flags, memory_order_relaxed);
-	atomic_store_explicit(&d->flags, f & ~(uint32_t)PD_REG, memory_order_relaxed);
+	if (f & PD_REG)
+		atomic_store_explicit(&d->flags, f & ~(uint32_t)PD_REG, memory_order_relaxed);
 }
 
 static void resetpds(void)
@@ -173,5 +179,14 @@ void runtime_afterfork_child(void)
 
 	if (dump_afterfork_child)
 		dump_afterfork_child();
-	sysmon_start();
+	/* sysmon once the child has a second G (weft_go_attr) or M (mthread):
+	 * with one G there is no P to retake, no G to preempt, and the M
+	 * polls and keeps its timers itself; a child that execs or exits
+	 * soon, the usual case, never makes the thread (one clone, a stack,
+	 * and its end at exit: ~0.1 ms of the child's life) */
+	extern _Atomic int sysmon_pending;
+	if (weftenv.schedtrace_ms)
+		sysmon_start();
+	else
+		atomic_store(&sysmon_pending, 1);
 }

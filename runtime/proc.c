@@ -699,6 +699,24 @@ static void checkmcount(int32_t n)
 	_exit(2);
 }
 
+/* Start sysmon if it is owed (sysmon_pending): it could not be made, or
+ * a fork child put it off until it has something to watch, a second G or
+ * M (fork.c).  On the M's own TLS unless here, as mthread makes threads;
+ * not by a G inside a dlopen (loaderlock.c: glibc's pthread_create would
+ * wait for the loader's lock it holds), which leaves it owed. */
+static void sysmon_owed(struct m *self, bool here)
+{
+	extern _Atomic int sysmon_pending;
+	if (likely(!atomic_load_explicit(&sysmon_pending, memory_order_relaxed)) ||
+	    (!here && loaderlock_mine()) || !atomic_exchange(&sysmon_pending, 0))
+		return;
+	uintptr_t fs = here ? 0 : tls_ownenter(self);
+	int e = rt_geterrno();
+	sysmon_start();
+	rt_seterrno(e);
+	tls_ownleave(self, fs);
+}
+
 /* Make the OS thread of m with glibc's pthread_create, on the running
  * context's TCB if here (a G that holds the loader's TLS lock: mspare),
  * else on the M's own TLS.  0 or the error. */
@@ -720,15 +738,11 @@ static int mthread(struct m *m, bool here)
 	int r = rt_pthread_create(&m->thread, &a, mstart, m);
 	rt_seterrno(e);
 	pthread_attr_destroy(&a);
-	if (r == 0) {
+	if (r == 0)
 		atomic_fetch_add_explicit(&sched.nmmade, 1, memory_order_relaxed);
-		/* threads can be had again: start sysmon if it could not be */
-		extern _Atomic int sysmon_pending;
-		if (atomic_load_explicit(&sysmon_pending, memory_order_relaxed) &&
-		    atomic_exchange(&sysmon_pending, 0))
-			sysmon_start();
-	}
 	tls_ownleave(self, fs);
+	if (r == 0) /* threads can be had again */
+		sysmon_owed(self, here);
 	return r;
 }
 
@@ -2110,6 +2124,7 @@ int64_t weft_go_attr(const weft_attr_t *attr, void (*fn)(void *), void *arg)
 		runqput(pp, gp, !atomic_load_explicit(&pp->runnext, memory_order_relaxed));
 	else
 		globrunqput(gp);
+	sysmon_owed(m, false); /* a fork child's second G: now there is work to watch */
 	/* with one P the G is ours to run, as in ready: no wakep (its
 	 * kwait_wakeone is a seq_cst fence per spawn, 5 % of a 1-P spawn
 	 * loop's samples) */

@@ -1076,6 +1076,8 @@ struct weftenv {
 	                        * shim's default; tests: hook/preload/signal.c, stall) */
 	bool nog0keep;         /* WEFT_DEBUG=g0keep=0: the scheduler loads its M's own TLS (tls.c) */
 	bool notlsslot;        /* WEFT_DEBUG=tlsslot=0: Gs' TLS blocks at their stack tops (tls.c) */
+	bool noguardmarks;     /* WEFT_DEBUG=guardmarks=0: guard pages by mprotect even where
+	                        * the kernel has guard markers (stack.c; tests) */
 	int64_t pollgap_ns;    /* WEFT_DEBUG=pollgap=<us>: a busy P's scheduler polls the
 	                        * netpoller when the last poll is older (0: never; proc.c) */
 	int64_t turn_ns;       /* WEFT_DEBUG=turn=<us>: a G at a request boundary that has

@@ -10,7 +10,11 @@
  * Overflow is never silent.  Every guard page splits a mapping, and the
  * kernel allows vm.max_map_count (65530) mappings per process, so:
  *   guard chunk:  [guard|stack][guard|stack]...   while the budget lasts
- *   canary chunk: [guard][stack|c][stack|c]...    afterwards
+ *   marked chunk: the same, each guard a marker (MADV_GUARD_INSTALL,
+ *                 Linux 6.13: in the page-table entry, splitting nothing,
+ *                 copied to a fork child, kept through MADV_DONTNEED),
+ *                 afterwards, where the kernel has them
+ *   canary chunk: [guard][stack|c][stack|c]...    afterwards, elsewhere
  * In a canary chunk the CANARY bytes c above each stack are the canary of
  * the stack above (which grows down into them); they live in a page that
  * is resident anyway, so they cost no memory, and they are checked every
@@ -63,6 +67,8 @@ struct stackchunk {
 	uint32_t ncarved;            /* slots handed out at least once */
 	uint32_t nfree;              /* entries in freeidx */
 	uint8_t kind;                /* STACK_GUARD or STACK_CANARY */
+	bool marked;                 /* guard pages are markers, not mappings:
+	                              * the chunk took nothing of guard_budget */
 	bool onlist;                 /* on pool->partial */
 	bool populated;              /* every slot's top committed at map time
 	                              * (populatetops): freshslot needs no madvise */
@@ -82,7 +88,9 @@ struct stackpool {
 struct lock stacklock;               /* pools, chunks, budgets (fork.c clears it) */
 static struct stackpool pools[NCLASSES];
 static int npools;
-static long guard_budget;            /* guarded stacks we may still map */
+static long guard_budget;            /* mprotect-guarded stacks we may still map */
+static int guardmarks;               /* 1 guard markers work, -1 they do not (or
+                                      * WEFT_DEBUG=guardmarks=0), 0 not yet tried */
 static uint64_t canaryval;           /* per-process random canary word */
 static size_t defusable;             /* default usable size */
 static struct stackpool *_Atomic defpool; /* the default size's class, once made */
@@ -110,6 +118,8 @@ void stackinit(void)
 			maxmaps = v;
 	}
 	guard_budget = maxmaps / 4;
+	if (weftenv.noguardmarks)
+		guardmarks = -1;
 	const uint8_t *r = (const uint8_t *)getauxval(AT_RANDOM);
 	if (r)
 		memcpy(&canaryval, r + 8, sizeof canaryval);
@@ -229,9 +239,44 @@ static void populatetops(struct stackchunk *c, uint32_t n)
 	c->populated = true;
 }
 
+/* Guard markers on the n guard pages of a guard chunk (each slot's
+ * first page), in one process_madvise call (PIDFD_SELF, 6.14) or else
+ * one madvise each (6.13).  False if the kernel has none (or would not
+ * make them).  stacklock held (guardmarks).
+ *
+ * Only once the mprotect budget is spent, instead of canary chunks: a
+ * marker splits no mapping, but gdb's gcore, which reads a live
+ * process's memory a mapping at a time through /proc/PID/mem, fails on
+ * the marker and leaves the whole chunk's stacks out of the core (the
+ * kernel's own core dumps are whole, a guard page read as zeros). */
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102 /* linux/mman.h, Linux 6.13 */
+#endif
+static bool installmarks(char *base, uint32_t n, size_t slotlen)
+{
+	if (guardmarks < 0)
+		return false;
+	struct iovec iov[GUARD_CHUNK_SLOTS];
+	long r = -1;
+	if (n <= GUARD_CHUNK_SLOTS) {
+		for (uint32_t i = 0; i < n; i++)
+			iov[i] = (struct iovec){ base + i * slotlen, PAGE };
+		r = sys5(SYS_process_madvise, PIDFD_SELF_PROCESS, (long)iov, n,
+			 MADV_GUARD_INSTALL, 0);
+	}
+	if (r != (long)(n * PAGE))
+		for (uint32_t i = 0; i < n; i++)
+			if (sys3(SYS_madvise, (long)(base + i * slotlen), PAGE,
+				 MADV_GUARD_INSTALL) != 0)
+				return false; /* EINVAL: a kernel without them */
+	guardmarks = 1;
+	return true;
+}
+
 static struct stackchunk *newchunk(struct stackpool *sp)
 {
-	bool guard = guard_budget >= GUARD_CHUNK_SLOTS;
+	bool mprot = guard_budget >= GUARD_CHUNK_SLOTS;
+	bool guard = mprot || guardmarks >= 0;
 	uint32_t n = guard ? GUARD_CHUNK_SLOTS : CANARY_CHUNK_SLOTS;
 	if (sp->usable >= (8UL << 20))
 		n = guard ? 1 : 4; /* big stacks: don't reserve gigabytes at once */
@@ -248,10 +293,20 @@ static struct stackchunk *newchunk(struct stackpool *sp)
 		errno = ENOMEM;
 		return NULL;
 	}
-	if (guard) {
+	c->marked = false;
+	if (mprot) {
 		for (uint32_t i = 0; i < n; i++)
 			mprotect(base + i * slotlen, PAGE, PROT_NONE);
 		guard_budget -= n;
+	} else if (guard) {
+		if (!installmarks(base, n, slotlen)) {
+			/* no markers after all: canary chunks from now on */
+			guardmarks = -1;
+			munmap(base, len);
+			rtfree(c);
+			return newchunk(sp);
+		}
+		c->marked = true;
 	} else {
 		mprotect(base, PAGE, PROT_NONE);
 	}
@@ -387,7 +442,7 @@ bool stack_scavenge(void)
 				listdel(sp, c);
 				sp->nfree -= c->nfree;
 				availadd(sp, -(int64_t)(c->nfree + c->nslots - c->ncarved));
-				if (c->kind == STACK_GUARD)
+				if (c->kind == STACK_GUARD && !c->marked)
 					guard_budget += c->nslots;
 				munmap(c->base, c->len);
 				rtfree(c);

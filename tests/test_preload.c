@@ -500,6 +500,20 @@ Test(forking, child_keeps_spawning_threads, .timeout = 120)
 	}
 }
 
+/* A fork child makes weft's sysmon with its second thread, not at the
+ * fork (a child that execs or exits at once never pays for it), and it
+ * then watches: a hog is preempted, a thread stuck in the kernel gives
+ * up its P.  With one P neither would let the child's main thread run
+ * again without it. */
+Test(forking, child_starts_sysmon_with_its_second_thread, .timeout = 120)
+{
+	const char *a[] = { h_prog("forks"), "watch", NULL };
+	for (int procs = 1; procs <= 2; procs++) {
+		h_shim_run(&R, procs, a, NULL, NULL, 60);
+		cr_expect_eq(h_code(&R), 0, "procs %d: %s%s", procs, R.out, R.err);
+	}
+}
+
 /* Children writing into pipes weft made non-blocking here get them
  * blocking (fork+exec, posix_spawn, popen, system). */
 Test(forking, children_get_blocking_pipes, .timeout = 120)

@@ -11,8 +11,10 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 
 static char *env_procs1[] = { "WEFT_MAXPROCS=1", NULL };
 static char *env_procs2[] = { "WEFT_MAXPROCS=2", NULL };
@@ -1160,10 +1162,13 @@ static int canary_child(void)
 	return weft_main(canary_body, 0, NULL);
 }
 
+/* Guard pages by mprotect (WEFT_DEBUG=guardmarks=0), as on a kernel
+ * without guard markers: the budget runs out and canaries take over. */
 Test(sched, overflow_canary_stacks, .timeout = 90)
 {
+	static char *env[] = { "WEFT_DEBUG=guardmarks=0", NULL };
 	struct child c;
-	run_child(&c, NULL, canary_child, 80);
+	run_child(&c, env, canary_child, 80);
 #ifdef __SANITIZE_ADDRESS__
 	/* ASan sees the write into the neighbouring stack first: also a loud
 	 * report, which is all this test asks for */
@@ -1171,6 +1176,98 @@ Test(sched, overflow_canary_stacks, .timeout = 90)
 		return;
 #endif
 	check_overflow(&c, "256K");
+}
+
+/* Past the mprotect budget, where the kernel has guard markers
+ * (MADV_GUARD_INSTALL, Linux 6.13), stacks keep guard pages (markers,
+ * which split no mapping) instead of canaries: a G that writes down past
+ * the bottom of its stack is stopped at the first write below it, where
+ * with a canary it would write on into its neighbour's stack and only be
+ * caught at its next switch ("survived" printed first). */
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#endif
+static bool have_guard_markers(void)
+{
+	void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	bool ok = p != MAP_FAILED && madvise(p, 4096, MADV_GUARD_INSTALL) == 0;
+	if (p != MAP_FAILED)
+		munmap(p, 4096);
+	return ok;
+}
+
+static void write_down(void *arg)
+{
+	(void)arg;
+	char here = 0;
+	uintptr_t sp = (uintptr_t)&here;
+	__asm__("" : "+r"(sp)); /* an address, not an object's bounds */
+	for (long i = 1; i <= 80; i++) /* 320 KiB down: past a 256 KiB stack */
+		*(volatile char *)(sp - (uintptr_t)i * 4096) = 1;
+	fprintf(stderr, "survived\n");
+	weft_yield(); /* a canary is checked here */
+}
+
+static int markers_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	static weft_wg_t never = WEFT_WG_INIT;
+	weft_wg_add(&never, 1);
+	weft_wg_add(&canary_parked, 40000);
+	for (int i = 0; i < 40000; i++) /* past the budget: ~16,000 */
+		weft_go(park_forever, &never);
+	weft_wg_wait(&canary_parked);
+	weft_go(write_down, NULL);
+	weft_sleep(10LL * 1000000000);
+	return 0;
+}
+
+static int markers_child(void)
+{
+	return weft_main(markers_body, 0, NULL);
+}
+
+Test(sched, overflow_stops_at_guard_past_the_budget, .timeout = 90)
+{
+	if (!have_guard_markers())
+		cr_skip_test("the kernel has no guard markers (MADV_GUARD_INSTALL, Linux 6.13)");
+	struct child c;
+	run_child(&c, NULL, markers_child, 80);
+	check_overflow(&c, "256K");
+	cr_assert(!strstr(c.err, "survived"), "stderr: %s", c.err);
+}
+
+/* A fork child's stacks keep their guard pages (markers are copied with
+ * the page tables; mprotect'ed pages with the mappings). */
+static int forkover_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	weft_sleep(1000000); /* the runtime runs, and a stack chunk is mapped */
+	pid_t pid = fork();
+	if (pid == 0) {
+		weft_go(overflow, NULL);
+		weft_sleep(10LL * 1000000000);
+		_exit(0);
+	}
+	int st;
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		return 4;
+	/* the child's report went to our stderr; its end is ours */
+	return WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT ? 0 : 5;
+}
+
+static int forkover_child(void)
+{
+	return weft_main(forkover_body, 0, NULL);
+}
+
+Test(sched, overflow_in_a_fork_child, .timeout = 60)
+{
+	struct child c;
+	run_child(&c, NULL, forkover_child, 50);
+	cr_assert(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0, "status %d, stderr: %s",
+		  c.status, c.err);
+	cr_assert(strstr(c.err, "overflowed its 256K stack"), "stderr: %s", c.err);
 }
 
 /* ---- a blocking call hands the P off ----------------------------------------- */

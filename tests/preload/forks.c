@@ -6,6 +6,10 @@
  *                     locks, sleeps, forks again
  *   forks pipes       a child (fork+exec, posix_spawn, popen, system)
  *                     writing 2 MB into a pipe this program reads slowly
+ *   forks watch       a child makes no thread of weft's until it makes a
+ *                     thread of its own (weft's sysmon comes with it); then
+ *                     a CPU hog and a thread blocked in a raw system call
+ *                     do not keep its main thread from running
  *
  * Prints "ok CASE" and exits 0, or says what failed and exits 1.
  */
@@ -19,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -193,6 +198,72 @@ static void case_spawn_gs(void)
 	CHECK(wait_ok(pid) == 0);
 }
 
+/* ---- what watches the child's threads ---------------------------------------------- */
+
+static atomic_int hogstop;
+
+static void *hog(void *arg)
+{
+	(void)arg;
+	while (!atomic_load_explicit(&hogstop, memory_order_relaxed))
+		;
+	return NULL;
+}
+
+static void *rawread(void *arg)
+{
+	char c;
+	/* not a call weft sees: it blocks this thread's M in the kernel */
+	return (void *)(long)syscall(SYS_read, *(int *)arg, &c, 1);
+}
+
+static int child_watch(void)
+{
+	/* the forking thread and the shim's signal thread, natively 1: no
+	 * sysmon while the child has one thread */
+	int n = os_threads();
+	if (n < 1 || n > 2)
+		return 20;
+	/* a hog: this thread's sleep ends while it spins, and with one P
+	 * only sysmon's preemption lets it run again to stop it */
+	pthread_t t;
+	if (pthread_create(&t, NULL, hog, NULL) != 0)
+		return 21;
+	usleep(2000);
+	atomic_store(&hogstop, 1);
+	if (pthread_join(t, NULL) != 0)
+		return 22;
+	/* a thread stuck in the kernel holds its P until sysmon lends it */
+	int p[2];
+	if (pipe(p) != 0)
+		return 23;
+	if (pthread_create(&t, NULL, rawread, &p[0]) != 0)
+		return 24;
+	usleep(2000);
+	if (write(p[1], "x", 1) != 1)
+		return 25;
+	void *r;
+	if (pthread_join(t, &r) != 0 || (long)r != 1)
+		return 26;
+	return 0;
+}
+
+static void case_watch(void)
+{
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, child_worker, NULL) == 0); /* the runtime runs */
+	CHECK(pthread_join(t, NULL) == 0);
+	for (int round = 0; round < 3; round++) {
+		pid_t pid = fork();
+		CHECK(pid >= 0);
+		if (pid == 0)
+			_exit(child_watch());
+		int rc = wait_ok(pid);
+		if (rc)
+			FAIL("round %d: child exited %d", round, rc);
+	}
+}
+
 /* ---- children writing into a pipe we read slowly ----------------------------------------- */
 
 #define BIG "2000000"
@@ -283,6 +354,8 @@ int main(int argc, char **argv)
 		case_spawn_gs();
 	else if (!strcmp(argv[1], "pipes"))
 		case_pipes();
+	else if (!strcmp(argv[1], "watch"))
+		case_watch();
 	else
 		return 2;
 	printf("ok %s\n", argv[1]);
