@@ -1143,18 +1143,25 @@ static void canary_overflow(void *arg)
 	recurse(1 << 30);
 }
 
-static int canary_body(int argc, char **argv)
+/* Park 40,000 Gs, past the mprotect budget of guard pages (a quarter of
+ * vm.max_map_count: ~16,000), then run fn on a stack made after them. */
+static int past_the_budget(void (*fn)(void *))
 {
-	(void)argc, (void)argv;
 	static weft_wg_t never = WEFT_WG_INIT;
 	weft_wg_add(&never, 1);
 	weft_wg_add(&canary_parked, 40000);
 	for (int i = 0; i < 40000; i++)
 		weft_go(park_forever, &never);
 	weft_wg_wait(&canary_parked); /* all parked: nobody runs on a smashed stack */
-	weft_go(canary_overflow, NULL);
+	weft_go(fn, NULL);
 	weft_sleep(10LL * 1000000000);
 	return 0;
+}
+
+static int canary_body(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	return past_the_budget(canary_overflow);
 }
 
 static int canary_child(void)
@@ -1211,15 +1218,7 @@ static void write_down(void *arg)
 static int markers_body(int argc, char **argv)
 {
 	(void)argc, (void)argv;
-	static weft_wg_t never = WEFT_WG_INIT;
-	weft_wg_add(&never, 1);
-	weft_wg_add(&canary_parked, 40000);
-	for (int i = 0; i < 40000; i++) /* past the budget: ~16,000 */
-		weft_go(park_forever, &never);
-	weft_wg_wait(&canary_parked);
-	weft_go(write_down, NULL);
-	weft_sleep(10LL * 1000000000);
-	return 0;
+	return past_the_budget(write_down);
 }
 
 static int markers_child(void)
