@@ -31,7 +31,8 @@ endif
 # WEFT_TSAN_SKIP: tests that cannot work under TSan, not races:
 #  - TSan counts each fiber - each G that has started and not ended -
 #    against its limit of 8128 threads and dies past it: million_parked
-#    parks a million Gs, overflow_canary_stacks parks ~16k to use up the
+#    parks a million Gs, overflow_canary_stacks and
+#    overflow_stops_at_guard_past_the_budget park 40,000 to use up the
 #    guard-page budget first;
 #  - the million_once tests start a million Gs within their own 100 s
 #    limit, ~10 minutes at TSan's speed;
@@ -84,6 +85,7 @@ endif
 # no spaces, quotes or globs in its values.)
 WEFT_TSAN_SKIP ?= sched/million_parked,sched/million_once_procs1,sched/million_once_procs2,$\
 	sched/queued_gs_hold_no_stack,sched/overflow_canary_stacks,$\
+	sched/overflow_stops_at_guard_past_the_budget,$\
 	deadlock/channels,deadlock/mutexes,deadlock/cond_sem_rwlock_waitgroup,$\
 	deadlock/plain_thread_blocked_too,dump/while_gs_switch,faults/stack_mapping_fails_enomem,$\
 	faults/stack_wait_woken_by_cached_free,faults/retired_spare_gives_back_stacks
