@@ -66,6 +66,16 @@ $(BUILD)/bench/turnmodel: bench/turnmodel.c
 bench-turnmodel: $(PRELOAD_SO) $(LAUNCHER) $(BUILD)/bench/turnmodel
 	BUILD=$(BUILD) bench/turnmodel.sh $(TM_CONNS)
 
+# A plain pthread program: fork + waitpid after a thread was made, natively
+# and under the shim (bench/fork.py; docs/preload.md, "fork and exec")
+$(BUILD)/bench/forkcost: bench/forkcost.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -g -Wall -Wextra -Werror -std=gnu11 -pthread $< -o $@
+
+.PHONY: bench-fork
+bench-fork: $(PRELOAD_SO) $(LAUNCHER) $(BUILD)/bench/forkcost $(BUILD)/bench/floors
+	BUILD=$(BUILD) python3 bench/fork.py
+
 # The Go and Boost peers need their toolchains: install what is missing
 # (make bench's own tier does it first; this covers building a peer alone).
 # loadgen and the echo servers need nothing more, so make demo installs no
@@ -91,12 +101,13 @@ bench-mariadb: $(PRELOAD_SO) $(LAUNCHER)
 
 # Weft programs are built with -k: one that does not compile yet (another
 # engineer's work in progress) shows up as "not built", the rest still run.
-bench: all bench-peers $(BUILD)/bench/floors $(BUILD)/bench/siglat
+bench: all bench-peers $(BUILD)/bench/floors $(BUILD)/bench/siglat $(BUILD)/bench/forkcost
 	@$(MAKE) --no-print-directory -k bench-weft || \
 		echo "bench: some weft benchmark programs did not build; they are reported as not built" >&2
 	BUILD=$(BUILD) python3 bench/run.py $(if $(filter-out 0,$(QUICK)),--quick) \
 		$(if $(ONLY),--only '$(ONLY)')
 	$(if $(ONLY),,BUILD=$(BUILD) python3 bench/startup.py $(if $(filter-out 0,$(QUICK)),1 50,5 200))
+	$(if $(ONLY),,BUILD=$(BUILD) python3 bench/fork.py $(if $(filter-out 0,$(QUICK)),1 100,5 300))
 	$(if $(ONLY),,@$(MAKE) --no-print-directory bench-evloop)
 
 # What `weft run` costs a tree of short programs: sh -c '200 x /bin/true'
