@@ -183,7 +183,7 @@ void runtime_afterfork_child(void)
 	 * with one G there is no P to retake, no G to preempt, and the M
 	 * polls and keeps its timers itself; a child that execs or exits
 	 * soon, the usual case, never makes the thread (one clone, a stack,
-	 * and its end at exit: ~0.1 ms of the child's life) */
+	 * and its end at exit: 0.1-0.3 ms of a child's life here) */
 	extern _Atomic int sysmon_pending;
 	if (weftenv.schedtrace_ms)
 		sysmon_start();
