@@ -422,8 +422,9 @@ G_TEST(hook_kwait, readied_g_ends_kernel_wait_without_a_spare, 60)
 	 * and then a spare, and its thread (seen: 1 spare in 300 rounds,
 	 * threads 2 -> 4); and fewer of the rounds find the pipe empty
 	 * (TSan's slow poll: 60 and 72 of 300 waited in the kernel in a
-	 * quiet CI run, no spare lent, threads 2 -> 2) */
-	if (b.kernel_waits - a.kernel_waits < (TEST_TSAN ? NROUND / 10 : NROUND / 4) ||
+	 * quiet CI run, 7 and 25 in another, no spare lent, threads 2 -> 2:
+	 * how many is TSan's timing, so under it some, not a share) */
+	if (b.kernel_waits - a.kernel_waits < (TEST_TSAN ? 1 : NROUND / 4) ||
 	    lent > NROUND / 10 ||
 	    b.threads > a.threads + (TEST_TSAN ? 1 + NROUND / 10 : 1)) {
 		fprintf(stderr, "%d rounds: %lld kernel waits, %lld spares lent, threads %d -> %d\n",
