@@ -2,8 +2,7 @@
  * alloc.c - memory for the runtime's own objects (G descriptors, timers,
  * fd descriptors, channels).  It comes from jemalloc's explicit API, from
  * jemalloc's arena 0 with weft's extent hooks, through one thread cache
- * per P: like Go's
- * mcache, allocation is P-local and needs no lock.  The host program's
+ * per P: like Go's mcache, allocation is P-local and needs no lock.  The host program's
  * malloc is not touched: jemalloc is linked in privately (its malloc
  * symbols are hidden in libweft), and weft never calls plain malloc.
  *
@@ -29,7 +28,6 @@
  * also in programs with a few hundred bytes of TLS of their own.  An OS
  * thread's block has them too: 512 bytes, zeroed as glibc makes it. */
 __thread char weft_tlspad[512] __attribute__((tls_model("initial-exec")));
-
 
 /* Address space for jemalloc.  Nothing is populated here: most of what
  * jemalloc maps it does not use yet (it grows in ever larger extents, and

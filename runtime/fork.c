@@ -184,7 +184,6 @@ void runtime_afterfork_child(void)
 	 * polls and keeps its timers itself; a child that execs or exits
 	 * soon, the usual case, never makes the thread (one clone, a stack,
 	 * and its end at exit: 0.1-0.3 ms of a child's life here) */
-	extern _Atomic int sysmon_pending;
 	if (weftenv.schedtrace_ms)
 		sysmon_start();
 	else

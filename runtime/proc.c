@@ -706,7 +706,6 @@ static void checkmcount(int32_t n)
  * wait for the loader's lock it holds), which leaves it owed. */
 static void sysmon_owed(struct m *self, bool here)
 {
-	extern _Atomic int sysmon_pending;
 	if (likely(!atomic_load_explicit(&sysmon_pending, memory_order_relaxed)) ||
 	    (!here && loaderlock_mine()) || !atomic_exchange(&sysmon_pending, 0))
 		return;

@@ -932,6 +932,9 @@ void netpoll_clockfork(void);            /* fork child: a new epoll instance, wa
 /* ---- sysmon.c ----------------------------------------------------------- */
 
 void sysmon_start(void);
+/* 1 while sysmon is owed: it could not be made, or a fork child put it
+ * off until its second G or M (sysmon.c, fork.c, proc.c sysmon_owed) */
+extern HIDDEN _Atomic int sysmon_pending;
 void sysmon_wake(void);
 
 /* ---- alloc.c ------------------------------------------------------------ */

@@ -242,7 +242,7 @@ static void populatetops(struct stackchunk *c, uint32_t n)
 /* Guard markers on the n guard pages of a guard chunk (each slot's
  * first page), in one process_madvise call (PIDFD_SELF, 6.14) or else
  * one madvise each (6.13).  False if the kernel has none (or would not
- * make them).  stacklock held (guardmarks).
+ * make them).  stacklock held (guardmarks); only while guardmarks >= 0.
  *
  * Only once the mprotect budget is spent, instead of canary chunks: a
  * marker splits no mapping, but gdb's gcore, which reads a live
@@ -254,8 +254,6 @@ static void populatetops(struct stackchunk *c, uint32_t n)
 #endif
 static bool installmarks(char *base, uint32_t n, size_t slotlen)
 {
-	if (guardmarks < 0)
-		return false;
 	struct iovec iov[GUARD_CHUNK_SLOTS];
 	long r = -1;
 	if (n <= GUARD_CHUNK_SLOTS) {

@@ -858,8 +858,9 @@ void sysmon_wake(void)
 	unlock(&wakelock);
 }
 
-/* 1 while sysmon could not be started: the next M that the system lets
- * us create tries again (newm). */
+/* 1 while sysmon is owed (runtime.h): it could not be started, or a fork
+ * child put it off; the next M the system lets us create, or the next G,
+ * starts it (proc.c sysmon_owed). */
 _Atomic int sysmon_pending;
 
 /* Start sysmon.  If the system refuses a thread (RLIMIT_NPROC, a pid
