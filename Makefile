@@ -109,7 +109,16 @@ FLAGS_STAMP := $(BUILD)/.flags
 # "symbol lookup error" (tests/test_link.c checks the result).  Defined
 # here, before FLAGS_NOW (a := variable: one defined later would be empty
 # in it, and a change of link flags would not relink).
-SO_LDFLAGS := -shared -Wl,-z,defs -Wl,--exclude-libs,ALL $(LDFLAGS_HARDEN) $(LDFLAGS_SAN) -pthread
+# -Bsymbolic-functions: the library's calls of its own functions (a hook
+# calling weft_mutex_lock, c11.c's thrd_sleep calling nanosleep, jemalloc
+# calling pthread_mutex_lock) bind to its own definitions at link time, as
+# glibc's internal calls do: no symbol lookup for each at load (59 in every
+# process under the shim: ~34,000 of its ~290,000 start-up instructions)
+# and no PLT jump per call; data (environ, stdout) stays interposable.  Not
+# with sanitizers, whose interceptors see jemalloc's pthread calls today.
+SO_SYMBOLIC := $(if $(SAN),,-Wl,-Bsymbolic-functions)
+SO_LDFLAGS := -shared -Wl,-z,defs -Wl,--exclude-libs,ALL $(LDFLAGS_HARDEN) $(LDFLAGS_SAN) \
+	$(SO_SYMBOLIC) -pthread
 FLAGS_NOW := $(CC) $(CFLAGS_LIB) | $(SO_LDFLAGS) $(SHIM_LDFLAGS) $(LIBS) | $(HARDEN) $(LDFLAGS_HARDEN)
 $(shell mkdir -p $(BUILD) && { [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || \
 	printf '%s\n' '$(FLAGS_NOW)' > $(FLAGS_STAMP); })
@@ -175,7 +184,7 @@ $(BUILD)/tests/test_faults: tests/preload/check.h
 
 # test_link checks the libraries themselves: it needs them all built
 $(BUILD)/tests/test_link: TEST_CFLAGS += -DWEFT_LIBDIR='"$(abspath $(BUILD)/lib)"' \
-	-DWEFT_SRCDIR='"$(CURDIR)"'
+	-DWEFT_SRCDIR='"$(CURDIR)"' -DWEFT_SAN='"$(SAN)"'
 $(BUILD)/tests/test_link: $(PRELOAD_SO)
 
 $(BUILD)/tests/test_hardening: TEST_CFLAGS += -DWEFT_LIBDIR='"$(abspath $(BUILD)/lib)"' \

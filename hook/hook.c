@@ -45,11 +45,11 @@ STARTUP_TEXT void hook_resolve_all(void)
 {
 	int e = errno_get();
 	for (struct hookreal *h = __start_weft_hookreal; h < __stop_weft_hookreal; h++) {
-		if (atomic_load_explicit(h->slot, memory_order_acquire))
+		if (atomic_load_explicit(&h->slot, memory_order_acquire))
 			continue;
 		void *p = dlsym(RTLD_NEXT, h->name);
 		if (p)
-			atomic_store_explicit(h->slot, p, memory_order_release);
+			atomic_store_explicit(&h->slot, p, memory_order_release);
 	}
 	errno_set(e);
 }

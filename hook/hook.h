@@ -48,20 +48,24 @@ void *hook_resolve(void *_Atomic *slot, const char *name) HIDDEN;
  * (hook_resolve_all): dlsym takes glibc's dl_load_lock, which a G holds
  * through a dlopen's constructors and relocation, and may hold while it
  * blocks; a G whose first call of a hooked function came then waited for
- * it, and the holder perhaps for that G. */
+ * it, and the holder perhaps for that G.  The slot is in the record, not
+ * in .bss: every record's name is relocated as the library loads, so
+ * their pages are written (private) from the start, and a process that
+ * resolves a few hooks before the runtime starts (a shell, /bin/true's
+ * pthread_create in the shim's constructor) takes no page fault for the
+ * slots - in .bss each first use of a page cost one or two. */
 struct hookreal {
-	void *_Atomic *slot; /* real_<fn> */
-	const char *name;    /* "<fn>" */
+	void *_Atomic slot; /* the real <fn>, NULL until resolved */
+	const char *name;   /* "<fn>" */
 };
 void hook_resolve_all(void) HIDDEN;
 
 #define DEFREAL(fn)                                                            \
-	static void *_Atomic real_##fn;                                        \
 	static struct hookreal hookreal_##fn                                   \
 		__attribute__((used, section("weft_hookreal"), aligned(8))) = { \
-			&real_##fn, #fn                                        \
+			NULL, #fn                                              \
 		}
-#define REAL(fn) ((__typeof__(&fn))hook_real(&real_##fn, #fn))
+#define REAL(fn) ((__typeof__(&fn))hook_real(&hookreal_##fn.slot, #fn))
 
 static inline void *hook_real(void *_Atomic *slot, const char *name)
 {
@@ -123,7 +127,7 @@ static inline long errsig(long r)
 
 static inline bool rt_started(void)
 {
-	return atomic_load_explicit(&sched.started, memory_order_relaxed) != 0;
+	return atomic_load_explicit(&sched_started, memory_order_relaxed) != 0;
 }
 
 /* The G that may park here, or NULL for straight through. */

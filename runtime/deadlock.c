@@ -227,7 +227,7 @@ void checkdead(void)
 void checkdead_thread(void)
 {
 	/* cheap test first: a thread blocks often, and usually some P runs */
-	if (!atomic_load_explicit(&sched.started, memory_order_acquire) || !allpidle())
+	if (!atomic_load_explicit(&sched_started, memory_order_acquire) || !allpidle())
 		return;
 	checkdead();
 }

@@ -375,7 +375,7 @@ void weft_dump(FILE *out)
 {
 	if (!out)
 		out = stderr;
-	if (!atomic_load(&sched.started))
+	if (!atomic_load(&sched_started))
 		return;
 	/* inside the runtime: hooked libc calls go straight to libc, and
 	 * the P stays ours while the world is frozen */

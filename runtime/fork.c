@@ -94,7 +94,7 @@ static void resetpds(void)
 
 void runtime_afterfork_child(void)
 {
-	if (!atomic_load_explicit(&sched.started, memory_order_acquire))
+	if (!atomic_load_explicit(&sched_started, memory_order_acquire))
 		return;
 	struct m *m = getm();
 	struct g *cur = m ? m->curg : NULL;

@@ -40,6 +40,7 @@
 #include "sys.h"
 
 struct sched sched;
+_Atomic int32_t sched_started STARTUP_DATA;
 struct p *allp[MAXALLP];
 struct m *_Atomic allm;
 
@@ -2931,7 +2932,7 @@ static pthread_once_t startonce = PTHREAD_ONCE_INIT;
 void dump_init(void) __attribute__((weak));
 /* hook/hook.c's hook_resolve_all, set by its constructor (the runtime
  * calls no name hook/ defines: design.md "Layering") */
-void (*rt_hookresolve)(void) HIDDEN;
+void (*rt_hookresolve)(void) HIDDEN STARTUP_DATA;
 
 static void runtime_init_once(void)
 {
@@ -2957,7 +2958,7 @@ static void runtime_init_once(void)
 	sysmon_start();
 	if (dump_init)
 		dump_init(); /* SIGQUIT dumps (dump.c) */
-	atomic_store_explicit(&sched.started, 1, memory_order_release);
+	atomic_store_explicit(&sched_started, 1, memory_order_release);
 }
 
 void runtime_start(void)

@@ -47,6 +47,13 @@
  * up to 16 pages around a fault) rather than one fault per function
  * spread over 800 KiB of text (docs/preload.md, Start-up). */
 #define STARTUP_TEXT __attribute__((section(".text.startup")))
+/* A variable every process under the shim reads or writes as it starts
+ * (whether the runtime is up, the shim's mode, the real
+ * __libc_start_main): kept in .data, whose pages the library's load
+ * writes anyway (relocations, the zeroed tail before .bss), not in .bss,
+ * where its first read maps the zero page and its first write copies
+ * it: a fault each, a page at a time (docs/preload.md, Start-up). */
+#define STARTUP_DATA __attribute__((section(".data.startup")))
 
 struct g;
 struct m;
@@ -559,7 +566,6 @@ struct sched {
 	struct note sysmonnote;
 	_Atomic int64_t lastpoll;     /* nanotime of last netpoll; 0 while an M blocks in it */
 	_Atomic int64_t polluntil;    /* when the blocked poller will wake */
-	_Atomic int32_t started;      /* runtime initialised */
 	_Atomic int32_t nthreadwait;  /* plain OS threads blocked in waiter_block */
 	_Atomic int32_t nthreadwoken; /* of those, woken but not yet running (deadlock.c) */
 	_Atomic int32_t gomaxprocs;   /* active Ps (written under lock, read without) */
@@ -583,6 +589,11 @@ struct sched {
 };
 
 extern HIDDEN struct sched sched;
+/* 1 once the runtime is initialised (runtime_init_once's last store,
+ * release); apart from sched, in .data (STARTUP_DATA): every hooked call
+ * reads it, also in a process that never starts the runtime, which then
+ * never touches sched's pages. */
+extern HIDDEN _Atomic int32_t sched_started;
 /* allp[0..nallp): every P made so far.  A new P is stored in allp
  * before nallp grows (seq_cst, so release); read nallp first, with at
  * least acquire, and only allp[i] below it: the P is then seen whole. */
@@ -635,7 +646,7 @@ int64_t rt_adopt(const char *name, char *lo, char *hi, char *althi, void (*then)
 static inline void runtime_ensure(void)
 {
 	extern void runtime_start(void);
-	if (unlikely(!atomic_load_explicit(&sched.started, memory_order_acquire)))
+	if (unlikely(!atomic_load_explicit(&sched_started, memory_order_acquire)))
 		runtime_start();
 }
 

@@ -90,3 +90,31 @@ Test(link, layering_checker_catches_a_hooked_call)
 	(void)system(cmd);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "check-layering.sh missed a call to read");
 }
+
+/* The libraries' calls of their own functions are bound when they are
+ * linked (-Bsymbolic-functions), not by a symbol lookup at every load:
+ * no dynamic relocation names a function the library defines (59 in
+ * the shim without it, each a lookup in every process of a weft run
+ * tree; docs/design.md, "Building").  Sanitizer builds keep them. */
+static void selfbind(const char *name, bool must_exist)
+{
+	char lib[4096], cmd[8192];
+	snprintf(lib, sizeof lib, "%s/%s", WEFT_LIBDIR, name);
+	if (access(lib, F_OK) != 0) {
+		cr_assert(!must_exist, "%s was not built", lib);
+		return;
+	}
+	snprintf(cmd, sizeof cmd, "sh %s/scripts/check-selfbind.sh %s", WEFT_SRCDIR, lib);
+	int st = system(cmd);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		  "%s: relocations against its own functions (listed above)", lib);
+}
+
+Test(link, own_calls_bound_at_link_time)
+{
+	if (WEFT_SAN[0])
+		cr_skip_test("sanitizer build: linked without -Bsymbolic-functions");
+	selfbind("libweft.so", true);
+	selfbind("libweft_preload.so", true);
+	selfbind("libweft_split.so", false);
+}

@@ -38,8 +38,8 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
-bool shim_native;
-_Atomic bool shim_mainplain;
+bool shim_native STARTUP_DATA;
+_Atomic bool shim_mainplain STARTUP_DATA;
 
 extern int (*rt_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 extern void (*rt_gexit_hook)(struct g *gp);
@@ -77,7 +77,7 @@ STARTUP_TEXT static void restore(const char *name, const char *saved)
 
 DEFREAL(pthread_create);
 
-static bool eager; /* WEFT_START=eager: the runtime before main */
+static bool eager STARTUP_DATA; /* WEFT_START=eager: the runtime before main */
 
 STARTUP_TEXT static void readenv(void)
 {
@@ -107,7 +107,7 @@ __attribute__((constructor)) static void shim_ctor(void)
 	stdio_std();
 }
 
-static _Atomic int startstate; /* 0 not yet, 1 starting, 2 up */
+static _Atomic int startstate STARTUP_DATA; /* 0 not yet, 1 starting, 2 up */
 static void main_go(void);
 static bool onmainstack(void);
 static void mainbounds(void);
@@ -153,7 +153,7 @@ void shim_rtstart(void)
 
 /* ---- main --------------------------------------------------------------------------------- */
 
-static int (*real_main)(int, char **, char **);
+static int (*real_main)(int, char **, char **) STARTUP_DATA;
 
 struct mainctx {
 	int argc;
@@ -161,13 +161,13 @@ struct mainctx {
 	char **envp;
 	void *tcb; /* the real main thread's TCB, for the main G, or NULL */
 };
-static struct mainctx mainctx;
+static struct mainctx mainctx STARTUP_DATA;
 /* The process stack, main's under a lazy start: mainhi from
  * __libc_start_main, mainlo once the runtime starts (mainbounds: a
  * getrlimit no process that never starts it needs).  Both NULL if the
  * runtime started before __libc_start_main (a library's constructor
  * made a thread): main is then never adopted. */
-static char *mainlo, *mainhi;
+static char *mainlo STARTUP_DATA, *mainhi STARTUP_DATA;
 
 /* What RLIMIT_STACK allows a main thread (1 GiB if unlimited). */
 static size_t main_stack(void)
@@ -276,7 +276,7 @@ STARTUP_TEXT HOOK int __libc_start_main(int (*main)(int, char **, char **), int 
 			   void (*init)(void), void (*fini)(void), void (*rtld_fini)(void),
 			   void *stack_end)
 {
-	static void *_Atomic real_lsm;
+	static void *_Atomic real_lsm STARTUP_DATA;
 	lsm_fn real = (lsm_fn)hook_real(&real_lsm, "__libc_start_main");
 	real_main = main;
 	/* main's frames are below stack_end; the process stack holds what

@@ -202,7 +202,7 @@ static struct iolock *lock_drop(struct sfile *s)
 
 /* glibc's cookie vtable, seen on the first FILE made here: a FILE with
  * it is a cookie FILE (ours, or the program's own fopencookie). */
-static const void *_Atomic cookie_vtable;
+static const void *_Atomic cookie_vtable STARTUP_DATA;
 
 /* struct _IO_FILE_plus: the vtable pointer follows the public FILE. */
 static const void *vtable_of(FILE *f)
@@ -238,7 +238,7 @@ struct ctail {
 extern const char _IO_wfile_jumps[];     /* glibc's wide file vtable (exported) */
 extern FILE _IO_2_1_stdin_, _IO_2_1_stdout_, _IO_2_1_stderr_; /* what the std streams point to at first */
 
-static _Atomic int layout; /* 0 unchecked, 2 being checked, 1 as above, -1 not: byte-only */
+static _Atomic int layout STARTUP_DATA; /* 0 unchecked, 2 being checked, 1 as above, -1 not: byte-only */
 /* The functions as glibc keeps them in each cookie FILE made here
  * (mangled with the process's pointer guard: the same in all of them). */
 static cookie_io_functions_t s_fn;
@@ -382,7 +382,7 @@ static const cookie_io_functions_t s_funcs = { s_read, s_write, s_seek, s_close 
 /* fd is a socket, a pipe or a FIFO (the files epoll can wait on); *bufsz
  * the buffer glibc's fdopen would give it (_IO_file_doallocate:
  * st_blksize if smaller than BUFSIZ, 4 KiB on a socket or a pipe). */
-static bool pollable(int fd, size_t *bufsz)
+STARTUP_TEXT static bool pollable(int fd, size_t *bufsz)
 {
 	struct stat st;
 	if (sys3(SYS_fstat, fd, &st, 0) < 0)
@@ -410,7 +410,7 @@ static const char *simple_mode(const char *mode)
 
 /* The program's malloc and free, which glibc's stdio calls (the shim's own
  * malloc is jemalloc's, private: glibc could not free what it gives). */
-static void *_Atomic real_pmalloc, *_Atomic real_pfree;
+static void *_Atomic real_pmalloc STARTUP_DATA, *_Atomic real_pfree STARTUP_DATA;
 
 static void *resolve_default(void *_Atomic *slot, const char *name)
 {
@@ -601,9 +601,9 @@ HOOK FILE *fopen64(const char *path, const char *mode)
 /* The std streams' records: static, so that a process whose stream is
  * a pipe does not start the runtime's allocator in the shim's
  * constructor (~70 page faults in each of a shell's children). */
-static struct sfile stdsfile[3];
+static struct sfile stdsfile[3] STARTUP_DATA;
 
-static void std_one(FILE **var, FILE *orig, int fd, const char *mode, bool unbuffered)
+STARTUP_TEXT static void std_one(FILE **var, FILE *orig, int fd, const char *mode, bool unbuffered)
 {
 	size_t bufsz;
 	if (*var != orig || orig->_IO_buf_base || orig->_mode != 0 || !pollable(fd, &bufsz))
@@ -626,7 +626,7 @@ static void std_one(FILE **var, FILE *orig, int fd, const char *mode, bool unbuf
 /* WEFT_DEBUG=stderr=0: stderr stays glibc's (a measurement's "before";
  * env.c accepts the word and leaves it to the shim, which reads it here
  * in its constructor, before the runtime reads WEFT_DEBUG). */
-static bool stderr_off(void)
+STARTUP_TEXT static bool stderr_off(void)
 {
 	const char *d = getenv("WEFT_DEBUG");
 	size_t n = strlen("stderr=0");
@@ -636,7 +636,7 @@ static bool stderr_off(void)
 	return false;
 }
 
-void stdio_std(void)
+STARTUP_TEXT void stdio_std(void)
 {
 	if (shim_native)
 		return;
