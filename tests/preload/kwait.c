@@ -91,31 +91,10 @@ static void case_idle(void)
 
 static atomic_int handled;
 
-/* A SIGALRM armed for a wait (alarm_for) that fires before main is in
- * the wait (a loaded machine) would natively leave the wait without
- * end: not counted, the timer is armed again (as tests/preload/sigintr.c
- * INCALL; the window left is the few instructions between the flag and
- * the call). */
-static volatile sig_atomic_t alarm_armed, inwait;
-static long alarm_us;
-
-static void alarm_for(long us)
-{
-	struct itimerval it = { { 0, 0 }, { us / 1000000, us % 1000000 } };
-	alarm_us = us;
-	alarm_armed = 1;
-	inwait = 0;
-	setitimer(ITIMER_REAL, &it, NULL);
-}
-
 static void on_sig(int s)
 {
-	if (s == SIGALRM && alarm_armed && !inwait) {
-		int e = errno;
-		alarm_for(alarm_us);
-		errno = e;
-		return;
-	}
+	if (alarm_early(s))
+		return; /* came before its wait: armed again (check.h) */
 	atomic_fetch_add(&handled, 1);
 }
 
@@ -191,10 +170,8 @@ static void case_signal(void)
 
 	/* the process's own signal, routed to main */
 	int before = atomic_load(&handled);
-	alarm_for(100000);
-	inwait = 1;
-	r = epoll_wait(ep, &e, 1, -1);
-	alarm_armed = 0;
+	alarm_ms(100);
+	r = INCALL(epoll_wait(ep, &e, 1, -1));
 	say("epoll_wait: SIGALRM, -1 EINTR", r == -1 && errno_now() == EINTR);
 	say("the handler ran for each", atomic_load(&handled) >= 4 && atomic_load(&handled) > before);
 }
@@ -213,10 +190,8 @@ static void case_idle_signal(void)
 	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev) == 0);
 	struct epoll_event e;
 	CHECK(epoll_wait(ep, &e, 1, 300) == 0);
-	alarm_for(500000);
-	inwait = 1;
-	int r = epoll_wait(ep, &e, 1, -1);
-	alarm_armed = 0;
+	alarm_ms(500);
+	int r = INCALL(epoll_wait(ep, &e, 1, -1));
 	say("idle, then SIGALRM: -1 EINTR", r == -1 && errno_now() == EINTR);
 	say("the handler ran", atomic_load(&handled) == 1);
 }

@@ -40,34 +40,10 @@ static atomic_int handled;
 static pthread_t handler_self[64];
 static atomic_int nself;
 
-/* An alarm case arms a one-shot timer (alarm_ms), then makes the call it
- * is to interrupt.  On a loaded machine the timer can fire before the
- * call has begun, which natively too leaves the call blocked for good:
- * the handler of such an early alarm does not count it and arms the
- * timer again, so the signal that counts finds the call under way.
- * INCALL marks the call; the window left (between the flag and the call)
- * is a few instructions against the alarm's 100 ms. */
-static volatile sig_atomic_t alarm_armed; /* alarm_ms ran; its INCALL has not ended */
-static volatile sig_atomic_t incall;      /* INCALL's call is (about to be) under way */
-static long alarm_last_ms;
-static void alarm_ms(long ms);
-#define INCALL(call)                                      \
-	({                                                \
-		incall = 1;                               \
-		__typeof__(call) r_ = (call);             \
-		incall = 0;                               \
-		alarm_armed = 0;                          \
-		r_;                                       \
-	})
-
 static void on_sig(int s)
 {
-	if (s == SIGALRM && alarm_armed && !incall) {
-		int e = errno;
-		alarm_ms(alarm_last_ms); /* early: again, once the call is under way */
-		errno = e;
-		return;
-	}
+	if (alarm_early(s))
+		return; /* came before its call: armed again (check.h) */
 	int i = atomic_fetch_add(&handled, 1);
 	if (i < 64)
 		handler_self[i] = pthread_self();
@@ -85,14 +61,6 @@ static void catch(int s, int flags)
 }
 
 /* SIGALRM once, ms from now */
-static void alarm_ms(long ms)
-{
-	struct itimerval it = { { 0, 0 }, { ms / 1000, ms % 1000 * 1000 } };
-	alarm_last_ms = ms;
-	alarm_armed = 1;
-	setitimer(ITIMER_REAL, &it, NULL);
-}
-
 static double now(void)
 {
 	struct timespec ts;
@@ -240,10 +208,10 @@ static void case_compute(void)
 	catch(SIGALRM, 0);
 	alarm_ms(100);
 	volatile unsigned long x = 0;
-	incall = 1; /* the loop is the call */
+	alarm_incall = 1; /* the loop is the call */
 	while (handled < 1)
 		x++;
-	incall = 0;
+	alarm_incall = 0;
 	alarm_armed = 0;
 	say("a handler stops a computing main", x > 0);
 	pthread_t t;
