@@ -11,7 +11,10 @@
 #error "built by the Makefile with -DWEFT_LIBDIR and -DWEFT_SRCDIR"
 #endif
 
-static void check(const char *name, bool must_exist)
+/* scripts/SCRIPT on the library NAME in WEFT_LIBDIR (one not built is
+ * an error if must_exist): it must find nothing (what it lists is
+ * printed above the failure). */
+static void run_check(const char *script, const char *name, bool must_exist, const char *what)
 {
 	char lib[4096], cmd[8192];
 	snprintf(lib, sizeof lib, "%s/%s", WEFT_LIBDIR, name);
@@ -19,10 +22,15 @@ static void check(const char *name, bool must_exist)
 		cr_assert(!must_exist, "%s was not built", lib);
 		return;
 	}
-	snprintf(cmd, sizeof cmd, "sh %s/scripts/check-undefined.sh %s", WEFT_SRCDIR, lib);
+	snprintf(cmd, sizeof cmd, "sh %s/scripts/%s %s", WEFT_SRCDIR, script, lib);
 	int st = system(cmd);
-	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-		  "%s: undefined dynamic symbols no NEEDED library provides (listed above)", lib);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: %s (listed above)", lib, what);
+}
+
+static void check(const char *name, bool must_exist)
+{
+	run_check("check-undefined.sh", name, must_exist,
+		  "undefined dynamic symbols no NEEDED library provides");
 }
 
 Test(link, libweft_no_undefined_symbols)
@@ -98,16 +106,7 @@ Test(link, layering_checker_catches_a_hooked_call)
  * tree; docs/design.md, "Building").  Sanitizer builds keep them. */
 static void selfbind(const char *name, bool must_exist)
 {
-	char lib[4096], cmd[8192];
-	snprintf(lib, sizeof lib, "%s/%s", WEFT_LIBDIR, name);
-	if (access(lib, F_OK) != 0) {
-		cr_assert(!must_exist, "%s was not built", lib);
-		return;
-	}
-	snprintf(cmd, sizeof cmd, "sh %s/scripts/check-selfbind.sh %s", WEFT_SRCDIR, lib);
-	int st = system(cmd);
-	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-		  "%s: relocations against its own functions (listed above)", lib);
+	run_check("check-selfbind.sh", name, must_exist, "relocations against its own functions");
 }
 
 Test(link, own_calls_bound_at_link_time)
