@@ -2162,9 +2162,13 @@ HOOK int sigpending(sigset_t *set)
 	struct g *gp = on_g() ? getg() : NULL;
 	if (r != 0 || FROM_SHIM() || !gp || !gp->sigon)
 		return r;
-	uint64_t mine = atomic_load(&gp->sigpend) & g_blocked(gp);
-	for (; mine; mine &= mine - 1)
-		sigaddset(set, __builtin_ctzll(mine) + 1);
+	/* The kernel answers what is pending (for the thread or the
+	 * process) and blocked by the caller - here the M, which blocks
+	 * nearly every signal: a child's SIGCHLD sent to the M that forked,
+	 * on its way to the signal thread, which ignores it, or a raw
+	 * tgkill to the M.  The caller is the G: what it blocks. */
+	uint64_t blocked = g_blocked(gp);
+	frombits((tobits(set) | atomic_load(&gp->sigpend)) & blocked, set);
 	return 0;
 }
 
