@@ -152,11 +152,16 @@ $(AR_LIB): $(LIB_OBJ) $(SO) $(JEMALLOC_A)
 # the many that never allocate through it (docs/preload.md, Start-up).
 # The shim links a copy without that constructor: jemalloc initialises at
 # its first allocation instead (every entry point calls malloc_init).
+# Its clock is the runtime's own (rt_clock_gettime, the vDSO): the shim's
+# clock_gettime passes the program's calls on to the next definition -
+# another interposer's, libfaketime's - which jemalloc, reading the clock
+# under its own locks, must not run into (docs/design.md, "The clock").
 JEMALLOC_LAZY_A := $(BUILD)/obj/jemalloc-lazy/libjemalloc_lazy.a
 $(JEMALLOC_LAZY_A): $(JEMALLOC_A)
 	@rm -rf $(@D) && mkdir -p $(@D)
 	cd $(@D) && ar x $(abspath $(JEMALLOC_A)) && for o in *.o; do \
-		objcopy --remove-section=.init_array --remove-section=.rela.init_array $$o; done
+		objcopy --remove-section=.init_array --remove-section=.rela.init_array \
+			--redefine-sym clock_gettime=rt_clock_gettime $$o; done
 	ar rcs $@ $(@D)/*.o
 
 $(PRELOAD_SO): $(LIB_OBJ) $(PRELOAD_OBJ) $(JEMALLOC_LAZY_A) $(FLAGS_STAMP)

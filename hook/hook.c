@@ -56,10 +56,21 @@ STARTUP_TEXT void hook_resolve_all(void)
 
 extern void (*rt_hookresolve)(void) HIDDEN;
 
-/* The runtime calls hook_resolve_all through rt_hookresolve. */
+/* The program's wall clock, for the runtime's deadlines on it
+ * (rt_wallclock): clock_gettime as the program calls it - in libweft.so
+ * the C library's (or an interposer's) through the PLT, in the shim its
+ * own hook, which passes CLOCK_REALTIME on to the next definition. */
+static int hook_wallclock(struct timespec *ts)
+{
+	return clock_gettime(CLOCK_REALTIME, ts);
+}
+
+/* The runtime calls hook_resolve_all through rt_hookresolve, and reads
+ * the program's wall clock through rt_wallclock. */
 __attribute__((constructor)) static void hook_resolve_register(void)
 {
 	rt_hookresolve = hook_resolve_all;
+	rt_wallclock = hook_wallclock;
 }
 
 /* ---- blocking calls ------------------------------------------------------ */

@@ -914,6 +914,11 @@ void wakenetpoller(int64_t when);
  * forward ends such waits at once and a jump back makes them longer,
  * as glibc's futex waits on CLOCK_REALTIME do.  docs/design.md. */
 int64_t rt_realtime(void);   /* CLOCK_REALTIME in ns, + WEFT_DEBUG=clockset skew */
+/* The wall clock deadlines are measured against: the program's
+ * clock_gettime(CLOCK_REALTIME) under the hooks (hook.c sets it: the
+ * clock the program made them from, another interposer's such as
+ * libfaketime included), else NULL and the vDSO's.  Set before main. */
+extern HIDDEN int (*rt_wallclock)(struct timespec *ts);
 /* The next timed wait of the running G (not a plain thread) ends at
  * wall-clock time rtns: call before reading the clock for its duration,
  * 0 after the wait.  Makes the clock watch on first use. */

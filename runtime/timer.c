@@ -232,11 +232,14 @@ void wakenetpoller(int64_t when)
 
 _Atomic uint64_t clockgen;
 _Atomic int64_t rtskew;
+int (*rt_wallclock)(struct timespec *ts) STARTUP_DATA;
 
 int64_t rt_realtime(void)
 {
 	struct timespec ts;
-	rt_clock_gettime(CLOCK_REALTIME, &ts);
+	int (*wall)(struct timespec *) = rt_wallclock;
+	if (!wall || wall(&ts) != 0)
+		rt_clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec +
 	       atomic_load_explicit(&rtskew, memory_order_relaxed);
 }
@@ -285,11 +288,14 @@ void timers_clockset(void)
 	 * a timerslock) and then loads clockgen: either the scan below sees
 	 * the timer, or the committer sees the new count and calls us */
 	atomic_fetch_add(&clockgen, 1);
+	/* the wall clock once, outside the locks: it may be the program's
+	 * (rt_wallclock), a call into code that is not weft's */
+	int64_t now = nanotime(), rt = rt_realtime();
 	int32_t n = atomic_load_explicit(&nallp, memory_order_acquire);
 	for (int32_t i = 0; i < n; i++) {
 		struct p *pp = allp[i];
 		lock(&pp->timerslock);
-		replace_rt(pp, nanotime(), rt_realtime());
+		replace_rt(pp, now, rt);
 		unlock(&pp->timerslock);
 	}
 	/* a timer now due, or due sooner: whoever sleeps until the old

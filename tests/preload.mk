@@ -12,7 +12,8 @@ PRELOAD_TEST_PROGS := $(PRELOAD_TEST_SRC:tests/preload/%.c=$(BUILD)/tests/preloa
 PRELOAD_TEST_CXX := $(wildcard tests/preload/*.cc)
 PRELOAD_TEST_PROGS += $(PRELOAD_TEST_CXX:tests/preload/%.cc=$(BUILD)/tests/preload/%) \
 	$(BUILD)/tests/preload/libtlsmod.so $(BUILD)/tests/preload/libtlsie.so \
-	$(BUILD)/tests/preload/libdlthr.so $(BUILD)/tests/preload/libdlthrb.so
+	$(BUILD)/tests/preload/libdlthr.so $(BUILD)/tests/preload/libdlthrb.so \
+	$(BUILD)/tests/preload/libfakeclock.so
 PRELOAD_SUITES := $(filter $(BUILD)/tests/test_preload%,$(TEST_BIN))
 
 $(BUILD)/tests/preload/%: tests/preload/%.c $(wildcard tests/preload/*.h) tests/clockns.h
@@ -26,6 +27,11 @@ $(BUILD)/tests/preload/%: tests/preload/%.cc
 $(BUILD)/tests/preload/libtlsmod.so: tests/preload/lib/tlsmod.c
 	@mkdir -p $(@D)
 	$(CC) -O2 -g $(WARN) -fPIC -shared $< -o $@
+
+# fakeclock.c's clock interposer (a stand-in for libfaketime)
+$(BUILD)/tests/preload/libfakeclock.so: tests/preload/lib/fakeclock.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -g $(WARN) -fPIC -shared $< -o $@ -ldl
 
 # the same with initial-exec TLS: dlopen puts it in glibc's static surplus
 $(BUILD)/tests/preload/libtlsie.so: tests/preload/lib/tlsmod.c

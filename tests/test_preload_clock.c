@@ -112,3 +112,28 @@ Test(clock, real_jump_back, .timeout = 300)
 	real_jump("back", "back waiting=4 rt_cond=110 sem=110 mutex=110 nanosleep=0 mono_cond=0 "
 			  "rel=ok\n");
 }
+
+/* A clock interposer preloaded after the shim, as `weft run -- faketime
+ * ...` has it (tests/preload/lib/fakeclock.c, a stand-in for libfaketime):
+ * the program sees its clocks, and weft's timed waits measure the
+ * program's deadlines against them (hook/preload/clock.c, rt_wallclock).
+ * The shim's clock_gettime went to the kernel's clock: the program saw
+ * today's date under weft run -- faketime. */
+Test(clock, interposed_clock_seen_and_waited_on, .timeout = 120)
+{
+	if (h_asan())
+		cr_skip_test("ASan build: the shim's LD_PRELOAD is set directly, one list");
+	clock_lock(); /* its waits are on the wall clock, which the tests beside it move */
+	char pre[PATH_MAX + 32];
+	snprintf(pre, sizeof pre, "LD_PRELOAD=%s", h_prog("libfakeclock.so"));
+	const char *env[] = { pre, NULL };
+	const char *a[] = { h_prog("fakeclock"), NULL };
+	struct hrun N;
+	h_run(&N, a, env, NULL, 60);
+	cr_assert_eq(h_code(&N), 0, "natively: %s%s", N.out, N.err);
+	for (int procs = 1; procs <= 2; procs++) {
+		h_shim_run(&R, procs, a, env, NULL, 60);
+		cr_expect_eq(h_code(&R), 0, "procs %d: %s%s", procs, R.out, R.err);
+		cr_expect_str_eq(R.out, N.out, "procs %d", procs);
+	}
+}

@@ -4,8 +4,14 @@
  * CLOCK_THREAD_CPUTIME_ID on a G, and the clock id pthread_getcpuclockid
  * gives for a G (thread.c: a kind no kernel clock has), read the G's own
  * clock (runtime/cpuclock.c: the CPU time of the Ms while it ran on
- * them), wherever the reader runs.  Every other clock goes to the
- * kernel as glibc sends it, through the vDSO (runtime/vdso.c).
+ * them), wherever the reader runs.  Every other clock goes on to the
+ * next definition, as any interposer passes a call on: the C library's,
+ * or another interposer's preloaded after the shim (libfaketime: a
+ * program under `weft run -- faketime ...` sees the time it was given).
+ * The shim's own readings of the program's clocks (a timed wait's
+ * deadline: ts_until, the wall clock rt_realtime) come here too, so they
+ * measure the program's deadlines against the clock it made them from.
+ * The runtime and its jemalloc read the vDSO's (rt_clock_gettime).
  *
  *   clock_gettime, clock_getres   the G's clock, resolution 1 ns
  *   getrusage(RUSAGE_THREAD)      ru_utime + ru_stime is the G's clock
@@ -44,12 +50,14 @@ static int gclock(clockid_t clk, int64_t *ns)
 /* Only a negative id or CLOCK_THREAD_CPUTIME_ID may be a G's. */
 #define MAYBE_G(clk) unlikely((clk) < 0 || (clk) == CLOCK_THREAD_CPUTIME_ID)
 
+DEFREAL(clock_gettime);
+
 HOOK int clock_gettime(clockid_t clk, struct timespec *ts)
 {
 	int64_t ns;
 	int e = MAYBE_G(clk) ? gclock(clk, &ns) : -1;
 	if (likely(e < 0))
-		return (int)sysret(rt_clock_gettime(clk, ts));
+		return REAL(clock_gettime)(clk, ts);
 	if (e) {
 		errno_set(e);
 		return -1;
