@@ -585,6 +585,7 @@ struct sched {
 	_Atomic int64_t nnetpoll;      /* epoll waits of the netpoller (any timeout) */
 	_Atomic int64_t nbusypoll;     /* of them, a busy P's (busypoll, proc.c) */
 	_Atomic int64_t nsysmonwake;   /* sysmon rounds (each one sleep) */
+	_Atomic int64_t ntimerbackstop; /* Ms sysmon woke for a late timer on an idle P (sysmon.c) */
 	_Atomic int64_t nstatreads;    /* sysmon's reads of /proc/self/task/TID/stat */
 };
 

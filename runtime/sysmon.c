@@ -46,6 +46,7 @@
 #define TIMER_LATE_NS (1000 * 1000) /* a P's timer this overdue: sysmon fires it */
 #define SCAVENGE_NS (1000 * 1000 * 1000) /* return free stack chunks about once a second */
 #define QUIET_NS (50 * 1000 * 1000) /* every P idle or in a quiet kernel wait this long: sleep */
+#define IDLE_TIMER_LATE_NS (50 * 1000 * 1000) /* a timer this late on an idle P, no M polling: an M */
 #define STAT_FORGET_NS (100 * 1000 * 1000) /* a P's /proc back-off forgotten after this */
 
 static void usleep_ns(int64_t ns)
@@ -59,6 +60,44 @@ static bool haswork(struct p *pp, int64_t now)
 {
 	int64_t t0 = atomic_load(&pp->timer0when);
 	return !runqempty(pp) || (t0 && t0 <= now);
+}
+
+/* A backstop for timers, as Go's sysmon sleeps no longer than until
+ * the next one (timeSleepUntil): a timer on an idle P that is
+ * IDLE_TIMER_LATE_NS overdue while no M polls the network (lastpoll != 0)
+ * gets an M (wakep).  The M that goes idle last polls until the
+ * earliest timer (findrunnable) and a P handed off with timers wakes
+ * one (handoffp); a path that left neither hung the program for good
+ * (a G asleep on a spare P whose M went idle: the spare's timers were
+ * in no heap earliest_timer reads). */
+static void timers_backstop(int64_t now)
+{
+	if (atomic_load(&sched.lastpoll) == 0)
+		return; /* an M polls, until the earliest timer */
+	int32_t n = atomic_load_explicit(&nallp, memory_order_acquire);
+	for (int32_t i = 0; i < n; i++) {
+		struct p *pp = allp[i];
+		int64_t t0 = atomic_load(&pp->timer0when);
+		if (t0 && t0 + IDLE_TIMER_LATE_NS < now && PSTATUS(atomic_load(&pp->state)) == P_IDLE) {
+			atomic_fetch_add_explicit(&sched.ntimerbackstop, 1, memory_order_relaxed);
+			wakep();
+			return;
+		}
+	}
+}
+
+/* How long sysmon may sleep with every P idle or quiet: until the
+ * earliest timer is IDLE_TIMER_LATE_NS late (timers_backstop), at least
+ * SYSMON_MAX_NS; t (-1: for good) if that is sooner. */
+static int64_t sleep_for_timers(int64_t t, int64_t now)
+{
+	int64_t next = earliest_timer();
+	if (!next)
+		return t;
+	int64_t d = next + IDLE_TIMER_LATE_NS - now;
+	if (d < SYSMON_MAX_NS)
+		d = SYSMON_MAX_NS;
+	return t < 0 || d < t ? d : t;
 }
 
 /* The state letter of thread tid (/proc/self/task/TID/stat: R running
@@ -733,6 +772,7 @@ static void *sysmon(void *arg)
 				int64_t t = weftenv.schedtrace_ms ? weftenv.schedtrace_ms * 1000000 : -1;
 				if (scavenge_pending && (t < 0 || t > SCAVENGE_NS))
 					t = SCAVENGE_NS;
+				t = sleep_for_timers(t, now);
 				bool woken = notetsleep(&sched.sysmonnote, t);
 				lock(&sched.lock);
 				atomic_store(&sched.sysmonwait, 0);
@@ -747,6 +787,7 @@ static void *sysmon(void *arg)
 			}
 		}
 
+		timers_backstop(now);
 		int64_t last = atomic_load(&sched.lastpoll);
 		/* fd waiters, or the clock watch (a wall-clock set ends
 		 * realtime waits early even while every P is busy) */
