@@ -1067,10 +1067,7 @@ void handoffp(struct p *pp)
 		startm(pp, false);
 		return;
 	}
-	/* a spare that may go idle here keeps no timers (findrunnable):
-	 * they go to P 0, and the wake below is for them */
-	int64_t moved = pp->spare ? movetimers(pp, allp[0]) : 0;
-	int64_t t0 = moved ? moved : atomic_load(&pp->timer0when);
+	int64_t t0 = atomic_load(&pp->timer0when);
 	if (t0 && t0 <= nanotime()) {
 		startm(pp, false);
 		return;
@@ -2795,17 +2792,6 @@ top:;
 	 * pidleput and the CAS or mput it found neither and made one more
 	 * OS thread (two Ps, a third M).  m->spinning is cleared before: a
 	 * startm that takes us off midle sets it for the P it hands us. */
-	/* A spare P is not in allp, so earliest_timer and idletimers do not
-	 * see its timers: one going idle hands them to P 0 first (an idle
-	 * spare holds none), and whoever polls is told.  Before, a G asleep
-	 * on a spare whose M went idle was forgotten: no M polled for its
-	 * timer, sysmon slept, the program hung (hook_fd::eventfd_write_
-	 * waits_in_kernel_till_drained on 1 P, twice in CI runs). */
-	if (pp->spare) {
-		int64_t moved = movetimers(pp, allp[0]);
-		if (moved)
-			wakenetpoller(moved);
-	}
 	int64_t when = earliest_timer();
 	bool wasspinning = m->spinning, poller = false;
 	m->spinning = false;

@@ -67,9 +67,11 @@ static bool haswork(struct p *pp, int64_t now)
  * IDLE_TIMER_LATE_NS overdue while no M polls the network (lastpoll != 0)
  * gets an M (wakep).  The M that goes idle last polls until the
  * earliest timer (findrunnable) and a P handed off with timers wakes
- * one (handoffp); a path that left neither hung the program for good
- * (a G asleep on a spare P whose M went idle: the spare's timers were
- * in no heap earliest_timer reads). */
+ * one (handoffp); some path leaves neither, and the program hung for
+ * good: hook_fd::eventfd_write_waits_in_kernel_till_drained on 1 P,
+ * twice in CI runs (the G asleep, its timer on idle P 0, the one M
+ * parked in stopm, lastpoll set, sysmon asleep with no timeout; a
+ * spare had been lent and given back).  Which path is not known yet. */
 static void timers_backstop(int64_t now)
 {
 	if (atomic_load(&sched.lastpoll) == 0)
